@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/* The broker's INI configuration (inih): [broker] and one [user NAME] section per user. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "key.h"
+
+#define EB_CONF_DEFAULT_PATH "/etc/entropy-broker/eb-brokerd.conf"
+#define EB_CONF_USERS_MAX    4096
+#define EB_CONF_LISTEN_MAX   16
+
+struct eb_user {
+	char *name;
+	unsigned roles;               /* enum eb_role bits */
+	char *key_file;               /* NULL: the user connects over unix: only */
+	uint8_t key[EB_KEY_SIZE];     /* loaded from key_file by eb_conf_load_keys() */
+	bool has_key;
+	bool has_uid, has_gid;
+	uid_t unix_uid;               /* this uid over unix: is this user */
+	gid_t unix_gid;               /* members of this primary gid over unix: are this user */
+	unsigned max_credit_per_byte; /* 0..8; a source's claims are capped at this (default 8) */
+	uint64_t quota_bits_per_hour; /* 0: no quota; full-entropy bits a sink may draw per hour */
+};
+
+struct eb_conf {
+	char *path;
+	uint64_t capacity_bits;       /* default 1048576 */
+	unsigned low_water_pct;       /* default 25: WAKE sources below this */
+	unsigned high_water_pct;      /* default 90: SLEEP sources at this */
+	char *seed_file;              /* default /var/lib/entropy-broker/seed; "" disables */
+	bool credit_seed_file;        /* default no */
+	unsigned seed_save_interval_s; /* default 600 */
+	unsigned status_interval_s;   /* default 60: periodic pool-level journal line */
+	unsigned max_sessions;        /* default 1024 */
+	char *listen[EB_CONF_LISTEN_MAX];
+	unsigned n_listen;
+	struct eb_user *users;
+	unsigned n_users;
+};
+
+/* Parses path. Unknown sections or keys, bad values and duplicate users are errors; the message
+ * in *ret_error (malloc()ed) names "path:line" and quotes the value. Keys are not loaded. A
+ * missing file is -ENOENT with an error message naming the path. */
+int eb_conf_load(const char *path, struct eb_conf **ret, char **ret_error);
+
+/* Loads every user's key_file (eb_key_load()); on failure *ret_error names the user and file. */
+int eb_conf_load_keys(struct eb_conf *conf, char **ret_error);
+
+/* A configuration with defaults and no users, for a broker run without a file. */
+int eb_conf_new_default(struct eb_conf **ret);
+
+struct eb_conf *eb_conf_free(struct eb_conf *conf); /* wipes keys; accepts NULL */
+
+const struct eb_user *eb_conf_find_user(const struct eb_conf *conf, const char *name);
+const struct eb_user *eb_conf_find_unix_peer(const struct eb_conf *conf, uid_t uid, gid_t gid);

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/* Small macros every file of the project uses: cleanup attributes, ownership transfer, sizes. */
+#pragma once
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _unused_     __attribute__((unused))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define _noreturn_   __attribute__((noreturn))
+#define _pure_       __attribute__((pure))
+#define _likely_(x)   __builtin_expect(!!(x), 1)
+#define _unlikely_(x) __builtin_expect(!!(x), 0)
+
+#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+#define MIN(a, b)     ((a) < (b) ? (a) : (b))
+#define MAX(a, b)     ((a) > (b) ? (a) : (b))
+
+/* Hands ownership of *p to the caller and leaves NULL behind, so the _cleanup_ at scope exit
+ * does not free what was just returned. */
+#define TAKE_PTR(p)                                                                                \
+	({                                                                                         \
+		__typeof__(p) _p_ = (p);                                                           \
+		(p) = NULL;                                                                        \
+		_p_;                                                                               \
+	})
+
+#define TAKE_FD(fd)                                                                                \
+	({                                                                                         \
+		int _fd_ = (fd);                                                                   \
+		(fd) = -EBADF;                                                                     \
+		_fd_;                                                                              \
+	})
+
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                                                    \
+	static inline void func##p(type *p)                                                        \
+	{                                                                                          \
+		if (*p)                                                                            \
+			func(*p);                                                                  \
+	}
+
+static inline void freep(void *p)
+{
+	free(*(void **)p);
+}
+
+static inline int safe_close(int fd)
+{
+	if (fd >= 0) {
+		int saved = errno;
+		(void)close(fd);
+		errno = saved;
+	}
+	return -EBADF;
+}
+
+static inline void closep(int *fd)
+{
+	safe_close(*fd);
+}
+
+static inline void fclosep(FILE **f)
+{
+	if (*f)
+		fclose(*f);
+}
+
+#define _cleanup_free_   _cleanup_(freep)
+#define _cleanup_close_  _cleanup_(closep)
+#define _cleanup_fclose_ _cleanup_(fclosep)
+
+/* Returns a negative errno from errno, never 0, for functions that signal failure with -1. */
+static inline int negative_errno(void)
+{
+	return errno > 0 ? -errno : -EIO;
+}

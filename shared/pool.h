@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/* The entropy pool: conditioned input with credit, full-entropy (SP 800-90C RBG3(XOR)) and DRBG
+ * output. Pure: no I/O, no clock; memory is allocated once at creation, locked and wiped. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct eb_pool;
+
+/* Bits of pool credit spent beyond the n bits handed out, per SP 800-90C RBG3: the conditioning
+ * function must see at least n + 64 bits of entropy to emit n bits of full entropy. */
+#define EB_POOL_OVERHEAD_BITS 64
+
+/* Bits a DRBG-mode instance is seeded with from the pool before it serves anything. */
+#define EB_POOL_DRBG_SEED_BITS 256
+
+/* Creates a pool of capacity_bits (a multiple of 512, at least 4096, at most 2^31). The buffer is
+ * mlock()ed (failure to lock is not fatal: *ret_locked says whether it worked, may be NULL). */
+int eb_pool_new(uint64_t capacity_bits, struct eb_pool **ret, bool *ret_locked);
+/* Wipes and frees; accepts NULL, returns NULL. */
+struct eb_pool *eb_pool_free(struct eb_pool *pool);
+
+/* Conditions len bytes claimed to carry credit_bits of entropy into the pool. credit_bits is
+ * clamped to 8 * len. What is credited is at most the room left below capacity; data beyond
+ * that is still mixed (into the DRBGs) but not credited. Returns 0 and the bits actually added
+ * to the pool level in *ret_credited (may be NULL). */
+int eb_pool_add(struct eb_pool *pool, const void *data, size_t len, uint64_t credit_bits,
+		uint64_t *ret_credited);
+
+/* Fills buf with len bytes of full-entropy output, backed by at least 8 * len + 64 bits of pool
+ * credit, and lowers the level by what was used. -EAGAIN when the pool cannot back the whole
+ * request (nothing is taken then). len at most 64 KiB. */
+int eb_pool_take_full(struct eb_pool *pool, void *buf, size_t len);
+
+/* Fills buf with len bytes of DRBG output. The DRBG is seeded from 256 + 64 bits of pool credit
+ * on first use and reseeded from the pool every EB_POOL_DRBG_RESEED_BYTES; -EAGAIN when it has
+ * never been seeded and the pool cannot seed it. */
+#define EB_POOL_DRBG_RESEED_BYTES (1u << 20)
+int eb_pool_take_drbg(struct eb_pool *pool, void *buf, size_t len);
+
+/* Bits a full-entropy request of len bytes costs: 8 * len + EB_POOL_OVERHEAD_BITS, rounded up to
+ * the pool's granularity. The broker uses it to answer EMPTY before trying. */
+uint64_t eb_pool_cost_bits(const struct eb_pool *pool, size_t len);
+
+uint64_t eb_pool_level(const struct eb_pool *pool);    /* credited bits held */
+uint64_t eb_pool_capacity(const struct eb_pool *pool); /* bits */
+
+/* Moves up to max_len bytes of pool content out for a seed file: full-entropy bytes that keep
+ * their credit (8 bits each), taken from the level. Returns the byte count written to buf. */
+size_t eb_pool_export(struct eb_pool *pool, void *buf, size_t max_len, uint64_t *ret_bits);

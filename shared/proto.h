@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/* The wire protocol: typed, length-prefixed, big-endian frames and their messages. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Every frame is an 8-byte header followed by the payload:
+ *
+ *   u8  type      (enum eb_msg_type)
+ *   u8  flags     (0; receivers refuse unknown bits)
+ *   u16 reserved  (0; receivers refuse anything else)
+ *   u32 length    (payload bytes, at most EB_FRAME_PAYLOAD_MAX)
+ *
+ * All integers are big-endian. The first frame a client sends is HELLO, which carries the
+ * protocol version; the broker answers WELCOME or ERROR. docs/protocol.md is the reference.
+ */
+
+#define EB_PROTO_VERSION        1
+#define EB_FRAME_HEADER_SIZE    8
+#define EB_FRAME_PAYLOAD_MAX    (64 * 1024 + 64)
+#define EB_FRAME_MAX            (EB_FRAME_HEADER_SIZE + EB_FRAME_PAYLOAD_MAX)
+/* The largest PUT or DATA body: 64 KiB keeps one frame within the payload limit. */
+#define EB_DATA_MAX             (64 * 1024)
+#define EB_KIND_MAX             64
+#define EB_TEXT_MAX             256
+#define EB_DEFAULT_PORT         55225
+
+enum eb_msg_type {
+	EB_MSG_HELLO = 1,      /* client -> broker: version, roles, kind */
+	EB_MSG_WELCOME = 2,    /* broker -> client: version, user, limits */
+	EB_MSG_PUT = 3,        /* source -> broker: data and claimed credit */
+	EB_MSG_PUT_ACK = 4,    /* broker -> source: bits credited */
+	EB_MSG_GET = 5,        /* sink -> broker: bits wanted and mode */
+	EB_MSG_DATA = 6,       /* broker -> sink: bytes and the bits they carry */
+	EB_MSG_EMPTY = 7,      /* broker -> sink: cannot serve now, retry after N ms */
+	EB_MSG_SLEEP = 8,      /* broker -> source: pool full, stop until WAKE or N ms */
+	EB_MSG_WAKE = 9,       /* broker -> source: pool below low water, resume */
+	EB_MSG_QUOTA = 10,     /* broker -> sink: quota spent, retry after N ms */
+	EB_MSG_ERROR = 11,     /* either way: code and text; the sender closes after it */
+	EB_MSG_STATUS_REQ = 12, /* admin -> broker */
+	EB_MSG_STATUS = 13,    /* broker -> admin */
+	_EB_MSG_MAX,
+	_EB_MSG_INVALID = -22, /* -EINVAL */
+};
+
+enum eb_role {
+	EB_ROLE_SOURCE = 1 << 0,
+	EB_ROLE_SINK = 1 << 1,
+	EB_ROLE_ADMIN = 1 << 2,
+};
+#define EB_ROLE_ALL (EB_ROLE_SOURCE | EB_ROLE_SINK | EB_ROLE_ADMIN)
+
+enum eb_get_mode {
+	EB_GET_FULL = 0, /* full-entropy output (SP 800-90C RBG3), debits the pool */
+	EB_GET_DRBG = 1, /* DRBG output, does not debit the pool beyond its seed */
+	_EB_GET_MODE_MAX,
+	_EB_GET_MODE_INVALID = -22,
+};
+
+enum eb_error_code {
+	EB_ERR_PROTOCOL = 1,     /* malformed frame or message out of order */
+	EB_ERR_VERSION = 2,      /* unsupported protocol version */
+	EB_ERR_AUTH = 3,         /* unknown user or bad key */
+	EB_ERR_FORBIDDEN = 4,    /* the user's roles do not allow this request */
+	EB_ERR_TOO_LARGE = 5,    /* a size is over a limit */
+	EB_ERR_INTERNAL = 6,     /* the broker failed; try another */
+	EB_ERR_SHUTDOWN = 7,     /* the broker is stopping */
+	_EB_ERR_MAX,
+	_EB_ERR_INVALID = -22,
+};
+
+/* A frame as it sits in a receive buffer; payload points into that buffer. */
+struct eb_frame {
+	enum eb_msg_type type;
+	uint8_t flags;
+	uint32_t length;
+	const uint8_t *payload;
+};
+
+struct eb_msg_hello {
+	uint16_t version;
+	uint8_t roles;               /* enum eb_role bits the client asks for */
+	uint32_t claim_mbits_per_byte; /* a source's claimed entropy, in 1/1000 bit per byte */
+	char kind[EB_KIND_MAX + 1];  /* free text, e.g. "stream /dev/hwrng"; NUL-terminated */
+};
+
+struct eb_msg_welcome {
+	uint16_t version;
+	uint8_t roles;               /* the roles granted */
+	uint32_t max_data;           /* largest PUT/DATA body the broker takes or sends */
+	char user[EB_KIND_MAX + 1];
+};
+
+struct eb_msg_put {
+	uint32_t credit_bits;        /* entropy the source claims for data */
+	const uint8_t *data;
+	uint32_t len;                /* 1..EB_DATA_MAX */
+};
+
+struct eb_msg_put_ack {
+	uint32_t credited_bits;
+	uint32_t accepted_bytes;
+};
+
+struct eb_msg_get {
+	uint32_t bits;               /* wanted; 8..EB_DATA_MAX*8, a multiple of 8 */
+	enum eb_get_mode mode;
+};
+
+struct eb_msg_data {
+	uint32_t bits;               /* entropy these bytes carry (0 for DRBG mode) */
+	const uint8_t *data;
+	uint32_t len;
+};
+
+struct eb_msg_retry {                /* EMPTY, SLEEP and QUOTA */
+	uint32_t retry_ms;
+};
+
+struct eb_msg_error {
+	enum eb_error_code code;
+	char text[EB_TEXT_MAX + 1];
+};
+
+struct eb_msg_status {
+	uint64_t pool_bits;
+	uint64_t capacity_bits;
+	uint64_t bits_in;            /* credited since start */
+	uint64_t bits_out;           /* delivered as full entropy since start */
+	uint64_t bytes_drbg;         /* delivered in DRBG mode since start */
+	uint32_t sources;
+	uint32_t sinks;
+	uint32_t uptime_s;
+};
+
+struct eb_msg {
+	enum eb_msg_type type;
+	union {
+		struct eb_msg_hello hello;
+		struct eb_msg_welcome welcome;
+		struct eb_msg_put put;
+		struct eb_msg_put_ack put_ack;
+		struct eb_msg_get get;
+		struct eb_msg_data data;
+		struct eb_msg_retry retry; /* EMPTY, SLEEP, QUOTA */
+		struct eb_msg_error error;
+		struct eb_msg_status status;
+	};
+};
+
+/* Parses one frame header + payload from buf. Returns 0 and fills *ret and *ret_size (bytes the
+ * frame takes) when a whole frame is there; -EAGAIN when more bytes are needed; -EMSGSIZE when
+ * the length is over EB_FRAME_PAYLOAD_MAX; -EBADMSG for an unknown type or nonzero
+ * flags/reserved. */
+int eb_frame_parse(const uint8_t *buf, size_t len, struct eb_frame *ret, size_t *ret_size);
+
+/* Writes a frame header for a payload of length bytes into buf[EB_FRAME_HEADER_SIZE]. */
+void eb_frame_header_write(uint8_t *buf, enum eb_msg_type type, uint32_t length);
+
+/* Decodes a frame's payload into *ret. Pointers in *ret (PUT and DATA bodies) point into the
+ * frame's payload. Returns -EBADMSG for a payload that is truncated, too long, or has a field
+ * out of range. WAKE and STATUS_REQ carry no payload. */
+int eb_msg_decode(const struct eb_frame *frame, struct eb_msg *ret);
+
+/* Encodes msg as a whole frame (header included) into buf of size bytes; returns the frame's
+ * size, or -ENOBUFS when it does not fit, -EINVAL for a field out of range. */
+int eb_msg_encode(const struct eb_msg *msg, uint8_t *buf, size_t size);
+
+const char *eb_msg_type_to_string(enum eb_msg_type t);
+const char *eb_error_code_to_string(enum eb_error_code c);
+/* "source,sink" for a role mask into buf; returns buf. */
+const char *eb_roles_to_string(unsigned roles, char *buf, size_t size);
