@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "conn.h"
+#include "macro.h"
+#include "tls-internal.h"
+
+struct eb_conn {
+	int fd;
+	SSL *ssl;
+	bool want_write;
+	bool handshake_done;
+	enum eb_conn_failure failure;
+	char tls_error[160];
+};
+
+static void save_tls_error(struct eb_conn *c)
+{
+	unsigned long e = ERR_peek_last_error();
+
+	if (e)
+		ERR_error_string_n(e, c->tls_error, sizeof(c->tls_error));
+	ERR_clear_error();
+}
+
+int eb_conn_new(int fd, SSL_CTX *ctx, bool server, bool nonblock, struct eb_conn **ret)
+{
+	struct eb_conn *c;
+
+	if (fd < 0)
+		return -EBADF;
+	if (nonblock) {
+		int fl = fcntl(fd, F_GETFL);
+
+		if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+			return negative_errno();
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->fd = fd;
+	if (ctx) {
+		c->ssl = SSL_new(ctx);
+		if (!c->ssl || !SSL_set_fd(c->ssl, fd)) {
+			SSL_free(c->ssl);
+			free(c);
+			return -ENOMEM;
+		}
+		if (server)
+			SSL_set_accept_state(c->ssl);
+		else
+			SSL_set_connect_state(c->ssl);
+	} else
+		c->handshake_done = true;
+	*ret = c;
+	return 0;
+}
+
+struct eb_conn *eb_conn_free(struct eb_conn *c)
+{
+	if (!c)
+		return NULL;
+	SSL_free(c->ssl);
+	safe_close(c->fd);
+	free(c);
+	return NULL;
+}
+
+/* Maps an OpenSSL failure to -EAGAIN (and which way it waits), 0 for a clean end, or an errno. */
+static int ssl_result(struct eb_conn *c, int ret)
+{
+	int e = SSL_get_error(c->ssl, ret);
+
+	switch (e) {
+	case SSL_ERROR_WANT_READ:
+		c->want_write = false;
+		return -EAGAIN;
+	case SSL_ERROR_WANT_WRITE:
+		c->want_write = true;
+		return -EAGAIN;
+	case SSL_ERROR_ZERO_RETURN:
+		return 0;
+	case SSL_ERROR_SYSCALL:
+		save_tls_error(c);
+		return errno == 0 || errno == EAGAIN ? -ECONNRESET : -errno;
+	default:
+		save_tls_error(c);
+		return -EPROTO;
+	}
+}
+
+static enum eb_conn_failure classify(struct eb_conn *c, unsigned long err)
+{
+	const struct eb_tls_peer *peer = eb_tls_peer(c->ssl);
+	int reason = ERR_GET_REASON(err);
+
+	if (peer && !peer->known)
+		return EB_CONN_FAIL_UNKNOWN_USER;
+	switch (reason) {
+	case SSL_R_BINDER_DOES_NOT_VERIFY:
+	case SSL_R_TLSV1_ALERT_DECRYPT_ERROR:
+		return EB_CONN_FAIL_BAD_KEY;
+	case SSL_R_WRONG_VERSION_NUMBER:
+	case SSL_R_HTTP_REQUEST:
+	case SSL_R_HTTPS_PROXY_REQUEST:
+	case SSL_R_PACKET_LENGTH_TOO_LONG:
+	case SSL_R_UNKNOWN_PROTOCOL:
+	case SSL_R_RECORD_LENGTH_MISMATCH:
+	case SSL_R_UNSUPPORTED_PROTOCOL:
+		return EB_CONN_FAIL_NOT_TLS;
+	default:
+		return EB_CONN_FAIL_TLS;
+	}
+}
+
+int eb_conn_handshake(struct eb_conn *c)
+{
+	unsigned long err;
+	int r;
+
+	if (c->handshake_done)
+		return 0;
+	ERR_clear_error();
+	r = SSL_do_handshake(c->ssl);
+	if (r == 1) {
+		c->handshake_done = true;
+		return 0;
+	}
+	err = ERR_peek_last_error();
+	r = ssl_result(c, r);
+	if (r == -EAGAIN)
+		return r;
+	if (r == 0 || r == -ECONNRESET)
+		c->failure = eb_tls_peer(c->ssl) && !eb_tls_peer(c->ssl)->known
+				     ? EB_CONN_FAIL_UNKNOWN_USER
+				     : EB_CONN_FAIL_EOF;
+	else
+		c->failure = classify(c, err);
+	switch (c->failure) {
+	case EB_CONN_FAIL_UNKNOWN_USER:
+	case EB_CONN_FAIL_BAD_KEY:
+		return -EACCES;
+	case EB_CONN_FAIL_NONE:
+	case EB_CONN_FAIL_NOT_TLS:
+	case EB_CONN_FAIL_TLS:
+	case EB_CONN_FAIL_EOF:
+	case _EB_CONN_FAILURE_MAX:
+	case _EB_CONN_FAILURE_INVALID:
+		break;
+	}
+	return -EPROTO;
+}
+
+ssize_t eb_conn_read(struct eb_conn *c, void *buf, size_t n)
+{
+	size_t got;
+	ssize_t k;
+
+	if (n == 0)
+		return 0;
+	if (!c->ssl) {
+		k = recv(c->fd, buf, n, 0);
+		if (k < 0)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		return k;
+	}
+	ERR_clear_error();
+	if (SSL_read_ex(c->ssl, buf, n, &got) == 1)
+		return (ssize_t)got;
+	return ssl_result(c, 0);
+}
+
+ssize_t eb_conn_write(struct eb_conn *c, const void *buf, size_t n)
+{
+	size_t put;
+	ssize_t k;
+	int r;
+
+	if (n == 0)
+		return 0;
+	if (!c->ssl) {
+		k = send(c->fd, buf, n, MSG_NOSIGNAL);
+		if (k < 0)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		return k;
+	}
+	ERR_clear_error();
+	if (SSL_write_ex(c->ssl, buf, n, &put) == 1)
+		return (ssize_t)put;
+	r = ssl_result(c, 0);
+	return r == 0 ? -EPIPE : r;
+}
+
+bool eb_conn_pending(const struct eb_conn *c)
+{
+	return c->ssl && SSL_pending(c->ssl) > 0;
+}
+
+bool eb_conn_wants_write(const struct eb_conn *c)
+{
+	return c->ssl && c->want_write;
+}
+
+void eb_conn_shutdown(struct eb_conn *c)
+{
+	if (c->ssl && c->handshake_done) {
+		ERR_clear_error();
+		(void)SSL_shutdown(c->ssl);
+		ERR_clear_error();
+	}
+}
+
+int eb_conn_fd(const struct eb_conn *c)
+{
+	return c->fd;
+}
+
+bool eb_conn_is_tls(const struct eb_conn *c)
+{
+	return c->ssl != NULL;
+}
+
+const char *eb_conn_identity(const struct eb_conn *c)
+{
+	const struct eb_tls_peer *peer = c->ssl ? eb_tls_peer(c->ssl) : NULL;
+
+	return peer && peer->known && c->handshake_done ? peer->identity : NULL;
+}
+
+enum eb_conn_failure eb_conn_failure(const struct eb_conn *c)
+{
+	return c->failure;
+}
+
+const char *eb_conn_failure_to_string(enum eb_conn_failure f)
+{
+	switch (f) {
+	case EB_CONN_FAIL_NONE:
+		return "no failure";
+	case EB_CONN_FAIL_UNKNOWN_USER:
+		return "unknown user";
+	case EB_CONN_FAIL_BAD_KEY:
+		return "wrong key";
+	case EB_CONN_FAIL_NOT_TLS:
+		return "not TLS (plaintext on the TLS port?)";
+	case EB_CONN_FAIL_TLS:
+		return "TLS handshake failed";
+	case EB_CONN_FAIL_EOF:
+		return "connection closed during the handshake";
+	case _EB_CONN_FAILURE_MAX:
+	case _EB_CONN_FAILURE_INVALID:
+		break;
+	}
+	return "invalid";
+}
+
+const char *eb_conn_tls_error(const struct eb_conn *c)
+{
+	return c->tls_error;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int wait_fd(struct eb_conn *c, bool for_write, int64_t deadline)
+{
+	struct pollfd p = {.fd = c->fd, .events = for_write ? POLLOUT : POLLIN};
+	int64_t left = deadline - now_ms();
+	int r;
+
+	if (left <= 0)
+		return -ETIMEDOUT;
+	r = poll(&p, 1, (int)MIN(left, (int64_t)1 << 30));
+	if (r < 0)
+		return errno == EINTR ? 0 : -errno;
+	return r == 0 ? -ETIMEDOUT : 0;
+}
+
+int eb_conn_wait_readable(struct eb_conn *c, int timeout_ms)
+{
+	if (eb_conn_pending(c))
+		return 0;
+	return wait_fd(c, false, now_ms() + timeout_ms);
+}
+
+static int handshake_blocking(struct eb_conn *c, int64_t deadline)
+{
+	for (;;) {
+		int r = eb_conn_handshake(c);
+
+		if (r != -EAGAIN)
+			return r;
+		r = wait_fd(c, c->want_write, deadline);
+		if (r < 0)
+			return r;
+	}
+}
+
+int eb_conn_read_full(struct eb_conn *c, void *buf, size_t n, int timeout_ms)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+	uint8_t *p = buf;
+	int r;
+
+	r = handshake_blocking(c, deadline);
+	if (r < 0)
+		return r;
+	while (n > 0) {
+		ssize_t k = eb_conn_read(c, p, n);
+
+		if (k == 0)
+			return -ECONNRESET;
+		if (k == -EAGAIN) {
+			r = wait_fd(c, eb_conn_wants_write(c), deadline);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		if (k < 0)
+			return (int)k;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+int eb_conn_write_full(struct eb_conn *c, const void *buf, size_t n, int timeout_ms)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+	const uint8_t *p = buf;
+	int r;
+
+	r = handshake_blocking(c, deadline);
+	if (r < 0)
+		return r;
+	while (n > 0) {
+		ssize_t k = eb_conn_write(c, p, n);
+
+		if (k == -EAGAIN) {
+			r = wait_fd(c, eb_conn_wants_write(c) || !c->ssl, deadline);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		if (k < 0)
+			return (int)k;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/* A byte stream to a peer: a plain socket (AF_UNIX) or TLS over a socket. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct ssl_ctx_st;
+struct eb_conn;
+
+/* Why a handshake failed, for a log line that names the cause. */
+enum eb_conn_failure {
+	EB_CONN_FAIL_NONE,
+	EB_CONN_FAIL_UNKNOWN_USER, /* the PSK identity is not a configured user */
+	EB_CONN_FAIL_BAD_KEY,      /* the binder did not verify: wrong key */
+	EB_CONN_FAIL_NOT_TLS,      /* the peer did not speak TLS (plaintext?) */
+	EB_CONN_FAIL_TLS,          /* any other TLS failure */
+	EB_CONN_FAIL_EOF,          /* the peer closed during the handshake */
+	_EB_CONN_FAILURE_MAX,
+	_EB_CONN_FAILURE_INVALID = -22,
+};
+
+/* Takes ownership of fd. With ctx NULL the stream is plain. server says which side of the TLS
+ * handshake this is. The fd is switched to non-blocking when nonblock is true. */
+int eb_conn_new(int fd, struct ssl_ctx_st *ctx, bool server, bool nonblock, struct eb_conn **ret);
+struct eb_conn *eb_conn_free(struct eb_conn *c);
+static inline void eb_conn_freep(struct eb_conn **c)
+{
+	if (*c)
+		eb_conn_free(*c);
+}
+
+/* Drives the handshake: 0 when done (at once for plain streams), -EAGAIN when it waits for the
+ * socket (see eb_conn_wants_write()), -EACCES for an authentication failure, -EPROTO for any
+ * other. eb_conn_failure() then says why. */
+int eb_conn_handshake(struct eb_conn *c);
+
+/* Reads up to n bytes: the count, 0 at a clean end of stream, -EAGAIN, or a negative errno. */
+ssize_t eb_conn_read(struct eb_conn *c, void *buf, size_t n);
+/* Writes up to n bytes: the count written, -EAGAIN, or a negative errno (-EPIPE, -ECONNRESET). */
+ssize_t eb_conn_write(struct eb_conn *c, const void *buf, size_t n);
+/* Whether bytes already decrypted wait in the TLS layer, so that poll() would not report them. */
+bool eb_conn_pending(const struct eb_conn *c);
+/* Whether the last call that returned -EAGAIN waits for the socket to become writable. */
+bool eb_conn_wants_write(const struct eb_conn *c);
+/* Sends a TLS close_notify, best effort. */
+void eb_conn_shutdown(struct eb_conn *c);
+
+int eb_conn_fd(const struct eb_conn *c);
+bool eb_conn_is_tls(const struct eb_conn *c);
+/* The PSK identity the peer used (server side, after the handshake, else NULL). */
+const char *eb_conn_identity(const struct eb_conn *c);
+enum eb_conn_failure eb_conn_failure(const struct eb_conn *c);
+const char *eb_conn_failure_to_string(enum eb_conn_failure f);
+/* The last TLS library error as text, for a log line ("" if none). */
+const char *eb_conn_tls_error(const struct eb_conn *c);
+
+/* Blocking helpers for clients: read or write exactly n bytes, waiting at most timeout_ms in
+ * total (-ETIMEDOUT); reading returns -ECONNRESET at an early end of stream. */
+int eb_conn_read_full(struct eb_conn *c, void *buf, size_t n, int timeout_ms);
+int eb_conn_write_full(struct eb_conn *c, const void *buf, size_t n, int timeout_ms);
+/* Waits until the stream is readable within timeout_ms; 0 ready, -ETIMEDOUT. */
+int eb_conn_wait_readable(struct eb_conn *c, int timeout_ms);

@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: MIT */
+/* What the TLS context learns about a peer during the handshake; shared by tls.c and conn.c. */
+#pragma once
+
+#include <stdbool.h>
+
+#include <openssl/ssl.h>
+
+#include "proto.h"
+
+struct eb_tls_peer {
+	char identity[EB_KIND_MAX + 1]; /* printable copy of the PSK identity offered */
+	bool known;                     /* the identity named a configured user */
+};
+
+/* The peer record of a server-side connection, or NULL before the client offered a PSK. */
+const struct eb_tls_peer *eb_tls_peer(SSL *ssl);
