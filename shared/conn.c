@@ -236,6 +236,13 @@ const char *eb_conn_identity(const struct eb_conn *c)
 	return peer && peer->known && c->handshake_done ? peer->identity : NULL;
 }
 
+const char *eb_conn_offered_identity(const struct eb_conn *c)
+{
+	const struct eb_tls_peer *peer = c->ssl ? eb_tls_peer(c->ssl) : NULL;
+
+	return peer ? peer->identity : "";
+}
+
 enum eb_conn_failure eb_conn_failure(const struct eb_conn *c)
 {
 	return c->failure;

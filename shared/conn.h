@@ -51,6 +51,8 @@ int eb_conn_fd(const struct eb_conn *c);
 bool eb_conn_is_tls(const struct eb_conn *c);
 /* The PSK identity the peer used (server side, after the handshake, else NULL). */
 const char *eb_conn_identity(const struct eb_conn *c);
+/* The identity the peer offered, known or not, printable (server side; "" if none). */
+const char *eb_conn_offered_identity(const struct eb_conn *c);
 enum eb_conn_failure eb_conn_failure(const struct eb_conn *c);
 const char *eb_conn_failure_to_string(enum eb_conn_failure f);
 /* The last TLS library error as text, for a log line ("" if none). */

@@ -42,3 +42,5 @@ int log_struct_internal(int level, int error, const char *fields, const char *fm
 
 /* Every program's --version output. */
 void eb_print_version(const char *program);
+
+#define log_oom() log_error_errno(ENOMEM, "Out of memory")

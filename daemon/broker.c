@@ -1,0 +1,421 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
+
+#include "broker.h"
+#include "conn.h"
+#include "log.h"
+#include "pool.h"
+#include "scheduler.h"
+#include "seedfile.h"
+#include "session.h"
+#include "tls.h"
+
+/* Journal message IDs; docs/catalog/entropy-broker.catalog explains each. */
+#define MSGID_STATUS  "d13ada50fb8f442fa4b17753c4d07182"
+#define MSGID_EMPTY   "920903174bf44f4ea5d1618a32e772c1"
+#define MSGID_LOW     "5dd456dd5ca94692b6dcddb20bb2033d"
+#define MSGID_NORMAL  "e4817e771f8e41dc87b4421dcbc1bab2"
+#define MSGID_HIGH    "0a5ce97308b5492992b15d3855fcddd4"
+#define MSGID_FULL    "104d8d93cda5411f8b5ac528c359f748"
+#define MSGID_START   "0b5326000d994ea7810c664f2154854b"
+#define MSGID_STOP    "266ae99641f74b32bce03b5590f15e6b"
+#define MSGID_SEED    "a44d62412b8e4ee4831c3e16a6d5b02d"
+
+/* Zone changes are logged at most this often, so that a pool hovering at a threshold under
+ * heavy traffic does not flood the journal; the periodic status line reports the rest. */
+#define ZONE_LOG_INTERVAL_USEC (1000000ULL)
+#define NOTIFY_INTERVAL_USEC   (1000000ULL)
+
+uint64_t broker_now(struct broker *b)
+{
+	uint64_t now = 0;
+
+	(void)sd_event_now(b->event, CLOCK_MONOTONIC, &now);
+	return now;
+}
+
+static int psk_lookup(const char *identity, uint8_t ret_key[EB_KEY_SIZE], void *userdata)
+{
+	struct broker *b = userdata;
+	const struct eb_user *u = eb_conf_find_user(b->conf, identity);
+
+	if (!u || !u->has_key)
+		return -ENOENT;
+	memcpy(ret_key, u->key, EB_KEY_SIZE);
+	return 0;
+}
+
+static const char *zone_name(enum pool_zone z)
+{
+	switch (z) {
+	case POOL_EMPTY:
+		return "empty";
+	case POOL_LOW:
+		return "low";
+	case POOL_NORMAL:
+		return "normal";
+	case POOL_HIGH:
+		return "high";
+	case POOL_FULL:
+		return "full";
+	case _POOL_ZONE_MAX:
+	case _POOL_ZONE_INVALID:
+		break;
+	}
+	return "invalid";
+}
+
+static const char *zone_msgid(enum pool_zone z)
+{
+	switch (z) {
+	case POOL_EMPTY:
+		return MSGID_EMPTY;
+	case POOL_LOW:
+		return MSGID_LOW;
+	case POOL_NORMAL:
+		return MSGID_NORMAL;
+	case POOL_HIGH:
+		return MSGID_HIGH;
+	case POOL_FULL:
+		return MSGID_FULL;
+	case _POOL_ZONE_MAX:
+	case _POOL_ZONE_INVALID:
+		break;
+	}
+	return MSGID_STATUS;
+}
+
+static uint64_t low_water(const struct broker *b)
+{
+	return eb_pool_capacity(b->pool) / 100 * b->conf->low_water_pct;
+}
+
+static uint64_t high_water(const struct broker *b)
+{
+	return eb_pool_capacity(b->pool) / 100 * b->conf->high_water_pct;
+}
+
+static enum pool_zone current_zone(const struct broker *b)
+{
+	uint64_t level = eb_pool_level(b->pool), cap = eb_pool_capacity(b->pool);
+
+	if (level < eb_pool_cost_bits(b->pool, 32))
+		return POOL_EMPTY;
+	if (level < low_water(b))
+		return POOL_LOW;
+	if (level + 512 > cap)
+		return POOL_FULL;
+	if (level >= high_water(b))
+		return POOL_HIGH;
+	return POOL_NORMAL;
+}
+
+static void format_fields(struct broker *b, const char *msgid, char *buf, size_t size)
+{
+	snprintf(buf, size,
+		 "MESSAGE_ID=%s\nEB_POOL_BITS=%" PRIu64 "\nEB_POOL_CAPACITY_BITS=%" PRIu64
+		 "\nEB_POOL_ZONE=%s\nEB_SOURCES=%u\nEB_SINKS=%u\nEB_BITS_IN=%" PRIu64
+		 "\nEB_BITS_OUT=%" PRIu64,
+		 msgid, eb_pool_level(b->pool), eb_pool_capacity(b->pool), zone_name(b->zone),
+		 b->n_sources, b->n_sinks, b->bits_in, b->bits_out);
+}
+
+static void log_pool(struct broker *b, int level, const char *msgid, const char *what)
+{
+	uint64_t bits = eb_pool_level(b->pool), cap = eb_pool_capacity(b->pool);
+	char fields[512];
+
+	format_fields(b, msgid, fields, sizeof(fields));
+	log_struct(level, fields,
+		   "%s: %" PRIu64 " of %" PRIu64 " bits (%u%%), %u source%s, %u sink%s, %" PRIu64
+		   " bits in, %" PRIu64 " bits out",
+		   what, bits, cap, (unsigned)(bits * 100 / cap), b->n_sources,
+		   b->n_sources == 1 ? "" : "s", b->n_sinks, b->n_sinks == 1 ? "" : "s", b->bits_in,
+		   b->bits_out);
+}
+
+static void tell_sources(struct broker *b, enum eb_msg_type type)
+{
+	struct eb_msg m = {.type = type, .retry.retry_ms = SCHEDULER_SLEEP_MS};
+
+	for (struct session *s = b->sessions; s; s = s->next) {
+		if (s->state != SESSION_READY || !(s->roles & EB_ROLE_SOURCE))
+			continue;
+		if ((type == EB_MSG_SLEEP) == s->asleep || !session_has_room(s, EB_FRAME_HEADER_SIZE + 8))
+			continue;
+		(void)session_send(s, &m);
+		s->asleep = type == EB_MSG_SLEEP;
+		(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+	}
+}
+
+void broker_pool_changed(struct broker *b)
+{
+	uint64_t level = eb_pool_level(b->pool);
+	enum pool_zone z;
+
+	/* Flow control, as Entropy Broker did it: sources rest from high water until the level
+	 * falls below low water, so they do not burn CPU on bits nobody can take. */
+	if (!b->sources_asleep && level >= high_water(b)) {
+		b->sources_asleep = true;
+		tell_sources(b, EB_MSG_SLEEP);
+	} else if (b->sources_asleep && level < low_water(b)) {
+		b->sources_asleep = false;
+		tell_sources(b, EB_MSG_WAKE);
+	}
+	if (b->waitq)
+		scheduler_run(b);
+
+	z = current_zone(b);
+	if (z != b->zone) {
+		uint64_t now = broker_now(b);
+
+		b->zone = z;
+		if (now >= b->zone_logged_usec + ZONE_LOG_INTERVAL_USEC) {
+			char what[64];
+
+			b->zone_logged_usec = now;
+			snprintf(what, sizeof(what), "Pool %s", zone_name(z));
+			log_pool(b, z == POOL_EMPTY ? LOG_NOTICE : LOG_INFO, zone_msgid(z), what);
+		}
+	}
+	broker_mark_status(b);
+}
+
+void broker_mark_status(struct broker *b)
+{
+	b->status_dirty = true;
+}
+
+void broker_fill_status(struct broker *b, struct eb_msg_status *ret)
+{
+	*ret = (struct eb_msg_status){
+		.pool_bits = eb_pool_level(b->pool),
+		.capacity_bits = eb_pool_capacity(b->pool),
+		.bits_in = b->bits_in,
+		.bits_out = b->bits_out,
+		.bytes_drbg = b->bytes_drbg,
+		.sources = b->n_sources,
+		.sinks = b->n_sinks,
+		.uptime_s = (uint32_t)((broker_now(b) - b->start_usec) / 1000000),
+	};
+}
+
+static void notify_status(struct broker *b)
+{
+	uint64_t bits = eb_pool_level(b->pool), cap = eb_pool_capacity(b->pool);
+
+	b->status_dirty = false;
+	(void)sd_notifyf(false,
+			 "STATUS=Pool %" PRIu64 "/%" PRIu64 " bits (%u%%), %u source%s, %u sink%s",
+			 bits, cap, (unsigned)(bits * 100 / cap), b->n_sources,
+			 b->n_sources == 1 ? "" : "s", b->n_sinks, b->n_sinks == 1 ? "" : "s");
+}
+
+static int on_notify_timer(sd_event_source *src, uint64_t usec, void *userdata)
+{
+	struct broker *b = userdata;
+
+	if (b->status_dirty)
+		notify_status(b);
+	(void)sd_event_source_set_time(src, usec + NOTIFY_INTERVAL_USEC);
+	return 0;
+}
+
+static int on_status_timer(sd_event_source *src, uint64_t usec, void *userdata)
+{
+	struct broker *b = userdata;
+
+	log_pool(b, LOG_INFO, MSGID_STATUS, "Pool status");
+	(void)sd_event_source_set_time(src, usec + (uint64_t)b->conf->status_interval_s * 1000000);
+	return 0;
+}
+
+static void save_seed(struct broker *b, bool drain)
+{
+	uint64_t bits = 0;
+	int r;
+
+	if (!b->conf->seed_file || !b->conf->seed_file[0])
+		return;
+	r = eb_seedfile_save(b->conf->seed_file, b->pool, drain, &bits);
+	if (r < 0)
+		log_warning_errno(r, "Failed to save the seed file %s, ignoring: %m", b->conf->seed_file);
+	else if (drain)
+		log_struct(LOG_INFO, "MESSAGE_ID=" MSGID_SEED,
+			   "Saved %" PRIu64 " credited bits of pool to %s", bits, b->conf->seed_file);
+	else
+		log_debug("Refreshed the seed file %s", b->conf->seed_file);
+}
+
+static int on_seed_timer(sd_event_source *src, uint64_t usec, void *userdata)
+{
+	struct broker *b = userdata;
+
+	save_seed(b, false);
+	(void)sd_event_source_set_time(src, usec + (uint64_t)b->conf->seed_save_interval_s * 1000000);
+	return 0;
+}
+
+static void load_seed(struct broker *b)
+{
+	uint64_t credited = 0;
+	int r;
+
+	if (!b->conf->seed_file || !b->conf->seed_file[0])
+		return;
+	r = eb_seedfile_load(b->conf->seed_file, b->pool, b->conf->credit_seed_file, &credited);
+	if (r == -ENOENT) {
+		log_info("No seed file at %s yet", b->conf->seed_file);
+		return;
+	}
+	if (r < 0) {
+		log_warning_errno(r, "Failed to load the seed file %s, ignoring: %m", b->conf->seed_file);
+		return;
+	}
+	b->bits_seed = credited;
+	log_struct(LOG_INFO, "MESSAGE_ID=" MSGID_SEED,
+		   "Loaded the seed file %s: %" PRIu64 " bits credited%s", b->conf->seed_file,
+		   credited, b->conf->credit_seed_file ? "" : " (credit-seed-file=no)");
+}
+
+static int on_exit_signal(sd_event_source *src, const struct signalfd_siginfo *si, void *userdata)
+{
+	struct broker *b = userdata;
+
+	(void)src;
+	log_info("Received %s, stopping", strsignal((int)si->ssi_signo));
+	b->stopping = true;
+	(void)sd_notify(false, "STOPPING=1");
+	return sd_event_exit(b->event, 0);
+}
+
+int broker_new(struct eb_conf *conf, struct broker **ret)
+{
+	_cleanup_(broker_freep) struct broker *b = NULL;
+	sigset_t mask;
+	bool locked = false;
+	int r;
+
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return log_oom();
+	b->conf = conf;
+	b->zone = _POOL_ZONE_INVALID;
+	b->users = calloc(MAX(conf->n_users, 1u), sizeof(*b->users));
+	b->scratch = malloc(EB_DATA_MAX);
+	if (!b->users || !b->scratch)
+		return log_oom();
+
+	r = eb_pool_new(conf->capacity_bits, &b->pool, &locked);
+	if (r < 0)
+		return log_error_errno(r, "Failed to create a pool of %" PRIu64 " bits: %m",
+				       conf->capacity_bits);
+	if (!locked)
+		log_notice("Could not lock the pool in memory (RLIMIT_MEMLOCK?); it may be swapped out");
+
+	r = eb_tls_server_new(psk_lookup, b, &b->tls);
+	if (r < 0)
+		return log_error_errno(r, "Failed to set up TLS: %m");
+
+	r = sd_event_default(&b->event);
+	if (r < 0)
+		return log_error_errno(r, "Failed to create the event loop: %m");
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+		return log_error_errno(errno, "Failed to block signals: %m");
+	if (sd_event_add_signal(b->event, NULL, SIGTERM, on_exit_signal, b) < 0 ||
+	    sd_event_add_signal(b->event, NULL, SIGINT, on_exit_signal, b) < 0)
+		return log_error_errno(EIO, "Failed to watch signals");
+	r = sd_event_set_watchdog(b->event, true);
+	if (r < 0)
+		return log_error_errno(r, "Failed to set up the watchdog: %m");
+	b->start_usec = broker_now(b);
+
+	r = sd_event_add_time_relative(b->event, &b->notify_timer, CLOCK_MONOTONIC,
+				       NOTIFY_INTERVAL_USEC, 0, on_notify_timer, b);
+	if (r >= 0)
+		r = sd_event_source_set_enabled(b->notify_timer, SD_EVENT_ON);
+	if (r >= 0)
+		r = sd_event_add_time_relative(b->event, &b->status_timer, CLOCK_MONOTONIC,
+					       (uint64_t)conf->status_interval_s * 1000000, 0,
+					       on_status_timer, b);
+	if (r >= 0)
+		r = sd_event_source_set_enabled(b->status_timer, SD_EVENT_ON);
+	if (r >= 0 && conf->seed_file && conf->seed_file[0]) {
+		r = sd_event_add_time_relative(b->event, &b->seed_timer, CLOCK_MONOTONIC,
+					       (uint64_t)conf->seed_save_interval_s * 1000000, 0,
+					       on_seed_timer, b);
+		if (r >= 0)
+			r = sd_event_source_set_enabled(b->seed_timer, SD_EVENT_ON);
+	}
+	if (r < 0)
+		return log_error_errno(r, "Failed to set up timers: %m");
+
+	load_seed(b);
+	*ret = TAKE_PTR(b);
+	return 0;
+}
+
+struct broker *broker_free(struct broker *b)
+{
+	if (!b)
+		return NULL;
+	while (b->sessions)
+		session_free(b->sessions);
+	listeners_free(b);
+	sd_event_source_disable_unref(b->status_timer);
+	sd_event_source_disable_unref(b->notify_timer);
+	sd_event_source_disable_unref(b->seed_timer);
+	sd_event_unref(b->event);
+	eb_pool_free(b->pool);
+	eb_tls_free(b->tls);
+	if (b->scratch)
+		explicit_bzero(b->scratch, EB_DATA_MAX);
+	free(b->scratch);
+	free(b->users);
+	free(b);
+	return NULL;
+}
+
+int broker_listen(struct broker *b, char **uris, unsigned n_uris)
+{
+	return listeners_open(b, uris, n_uris);
+}
+
+int broker_run(struct broker *b)
+{
+	int r;
+
+	broker_pool_changed(b);
+	log_pool(b, LOG_INFO, MSGID_START, "Broker ready");
+	notify_status(b);
+	(void)sd_notify(false, "READY=1");
+
+	r = sd_event_loop(b->event);
+	if (r < 0)
+		return log_error_errno(r, "Event loop failed: %m");
+
+	/* Say goodbye to every peer, then keep what the pool holds for the next start. */
+	for (struct session *s = b->sessions; s; s = s->next)
+		if (s->state == SESSION_READY && session_has_room(s, EB_FRAME_HEADER_SIZE + 64)) {
+			struct eb_msg m = {.type = EB_MSG_ERROR, .error.code = EB_ERR_SHUTDOWN};
+
+			snprintf(m.error.text, sizeof(m.error.text), "broker stopping");
+			(void)session_send(s, &m);
+			(void)eb_conn_write(s->conn, s->wbuf + s->wstart, s->wend - s->wstart);
+		}
+	log_pool(b, LOG_INFO, MSGID_STOP, "Broker stopping");
+	save_seed(b, true);
+	return 0;
+}

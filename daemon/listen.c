@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
+
+#include "broker.h"
+#include "log.h"
+#include "session.h"
+#include "uri.h"
+
+struct listener {
+	struct broker *broker;
+	int fd;
+	bool tls;
+	char name[64];
+	sd_event_source *src;
+};
+
+static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userdata)
+{
+	struct listener *l = userdata;
+	struct broker *b = l->broker;
+
+	(void)src, (void)revents;
+	/* A bounded batch per wakeup keeps one busy listener from starving the sessions. */
+	for (unsigned i = 0; i < 64; i++) {
+		struct session *s;
+		int cfd, r;
+
+		cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (cfd < 0) {
+			if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
+				return 0;
+			log_warning_errno(errno, "Failed to accept on %s, ignoring: %m", l->name);
+			return 0;
+		}
+		if (b->stopping || b->n_sessions >= b->conf->max_sessions) {
+			log_warning("Refusing a connection on %s: %u sessions is the limit (max-sessions)",
+				    l->name, b->conf->max_sessions);
+			safe_close(cfd);
+			continue;
+		}
+		r = session_new(b, cfd, l->tls, l->name, &s);
+		if (r < 0)
+			log_warning_errno(r, "Failed to set up a session on %s, ignoring: %m", l->name);
+	}
+	return 0;
+}
+
+static int add_listener(struct broker *b, int fd, bool tls, const char *name)
+{
+	struct listener *l, *n;
+
+	n = reallocarray(b->listeners, b->n_listeners + 1, sizeof(*b->listeners));
+	if (!n)
+		return -ENOMEM;
+	b->listeners = n;
+	l = &b->listeners[b->n_listeners];
+	*l = (struct listener){.broker = b, .fd = fd, .tls = tls};
+	snprintf(l->name, sizeof(l->name), "%s", name);
+	b->n_listeners++;
+	return 0;
+}
+
+/* Whether a socket handed over by systemd carries TLS: by its name when it has one of ours,
+ * by its family otherwise (only AF_UNIX is trusted to name its peer). */
+static int fd_is_tls(int fd, const char *name, bool *ret)
+{
+	int family;
+	socklen_t len = sizeof(family);
+
+	if (strcmp(name, "tcp") == 0 || strcmp(name, "vsock") == 0 || strcmp(name, "unix-tls") == 0) {
+		*ret = true;
+		return 0;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &len) < 0)
+		return -errno;
+	*ret = family != AF_UNIX;
+	return 0;
+}
+
+int listeners_open(struct broker *b, char **uris, unsigned n_uris)
+{
+	char **names = NULL;
+	int n, r;
+
+	n = sd_listen_fds_with_names(true, &names);
+	if (n < 0)
+		return log_error_errno(n, "Failed to take the sockets systemd passed: %m");
+	if (n > 0) {
+		b->socket_activated = true;
+		for (int i = 0; i < n; i++) {
+			int fd = SD_LISTEN_FDS_START + i;
+			const char *name = names && names[i] ? names[i] : "unknown";
+			bool tls = false;
+
+			r = sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1);
+			if (r <= 0) {
+				log_error("File descriptor %d (\"%s\") passed by systemd is not a listening stream socket",
+					  fd, name);
+				r = -EBADF;
+				goto done;
+			}
+			r = fd_is_tls(fd, name, &tls);
+			if (r < 0) {
+				log_error_errno(r, "Failed to inspect socket \"%s\": %m", name);
+				goto done;
+			}
+			r = add_listener(b, fd, tls, name);
+			if (r < 0)
+				goto done;
+			log_debug("Listening on socket \"%s\" (fd %d)%s", name, fd,
+				  tls ? " with TLS" : "");
+		}
+	} else {
+		if (n_uris == 0) {
+			uris = b->conf->listen;
+			n_uris = b->conf->n_listen;
+		}
+		if (n_uris == 0) {
+			log_error("Nothing to listen on: no sockets from systemd, no --listen, no listen= in %s",
+				  b->conf->path ? b->conf->path : "the configuration");
+			return -EINVAL;
+		}
+		for (unsigned i = 0; i < n_uris; i++) {
+			struct eb_uri u;
+			int fd;
+
+			r = eb_uri_parse(uris[i], &u);
+			if (r < 0)
+				return log_error_errno(r, "Invalid listen address \"%s\"", uris[i]);
+			r = eb_uri_listen(&u, &fd);
+			if (r < 0)
+				return log_error_errno(r, "Failed to listen on %s: %m", uris[i]);
+			r = add_listener(b, fd, eb_uri_is_tls(&u), uris[i]);
+			if (r < 0) {
+				safe_close(fd);
+				return r;
+			}
+			log_info("Listening on %s%s", uris[i], eb_uri_is_tls(&u) ? " (TLS)" : "");
+		}
+	}
+	for (unsigned i = 0; i < b->n_listeners; i++) {
+		struct listener *l = &b->listeners[i];
+
+		r = sd_event_add_io(b->event, &l->src, l->fd, EPOLLIN, on_accept, l);
+		if (r < 0) {
+			log_error_errno(r, "Failed to watch %s: %m", l->name);
+			goto done;
+		}
+	}
+	r = 0;
+done:
+	if (names)
+		for (int i = 0; i < n; i++)
+			free(names[i]);
+	free(names);
+	return r;
+}
+
+void listeners_free(struct broker *b)
+{
+	for (unsigned i = 0; i < b->n_listeners; i++) {
+		sd_event_source_disable_unref(b->listeners[i].src);
+		safe_close(b->listeners[i].fd);
+	}
+	free(b->listeners);
+	b->listeners = NULL;
+	b->n_listeners = 0;
+}

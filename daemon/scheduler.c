@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+#include <math.h>
+#include <stdbool.h>
+
+#include "broker.h"
+#include "macro.h"
+#include "pool.h"
+#include "scheduler.h"
+#include "session.h"
+
+/* Small requests first (a VM waiting to boot needs 256 bits, not a megabyte), then first come,
+ * first served: a sink that was answered queues again behind the others. */
+static bool goes_before(const struct session *a, const struct session *b)
+{
+	bool a_small = a->get.bits <= SCHEDULER_SMALL_BITS, b_small = b->get.bits <= SCHEDULER_SMALL_BITS;
+
+	if (a_small != b_small)
+		return a_small;
+	return a->get_seq < b->get_seq;
+}
+
+void scheduler_enqueue(struct broker *b, struct session *s)
+{
+	struct session **p;
+
+	if (s->queued)
+		return;
+	s->get_seq = ++b->waitq_seq;
+	for (p = &b->waitq; *p && !goes_before(s, *p); p = &(*p)->wnext)
+		;
+	s->wnext = *p;
+	*p = s;
+	s->queued = true;
+	/* The session's timer answers EMPTY if the pool stays short. */
+	(void)sd_event_source_set_time(s->timer, s->get_since_usec + SESSION_GET_WAIT_USEC);
+	(void)sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
+}
+
+void scheduler_dequeue(struct broker *b, struct session *s)
+{
+	if (!s->queued)
+		return;
+	for (struct session **p = &b->waitq; *p; p = &(*p)->wnext)
+		if (*p == s) {
+			*p = s->wnext;
+			break;
+		}
+	s->wnext = NULL;
+	s->queued = false;
+	(void)sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
+}
+
+void scheduler_run(struct broker *b)
+{
+	while (b->waitq) {
+		struct session *s = b->waitq;
+
+		if (!session_serve_get(s, false))
+			return;
+		scheduler_dequeue(b, s);
+		/* Flush and read on from the event loop, not from here: we may be inside
+		 * another session's handler. */
+		(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+	}
+}
+
+static void refill(struct broker *b, const struct eb_user *u, struct user_state *st)
+{
+	uint64_t now = broker_now(b);
+	double cap = (double)u->quota_bits_per_hour;
+
+	if (st->quota_refilled_usec == 0) {
+		st->quota_tokens = cap;
+	} else if (now > st->quota_refilled_usec) {
+		st->quota_tokens += cap * (double)(now - st->quota_refilled_usec) / 3.6e9;
+		if (st->quota_tokens > cap)
+			st->quota_tokens = cap;
+	}
+	st->quota_refilled_usec = now;
+}
+
+size_t scheduler_affordable(struct broker *b, struct session *s, const struct eb_user *u,
+			    size_t want, uint32_t *ret_quota_retry_ms)
+{
+	uint64_t level = eb_pool_level(b->pool);
+	size_t lo = 0, hi = want, floor_n = want < SCHEDULER_MIN_PARTIAL ? want : SCHEDULER_MIN_PARTIAL;
+
+	*ret_quota_retry_ms = 0;
+	if (u->quota_bits_per_hour > 0) {
+		struct user_state *st = &b->users[s->user];
+		size_t allowed;
+
+		refill(b, u, st);
+		allowed = (size_t)(st->quota_tokens / 8);
+		if (allowed < floor_n) {
+			double missing = (double)floor_n * 8 - st->quota_tokens;
+			double ms = ceil(missing * 3.6e6 / (double)u->quota_bits_per_hour);
+
+			*ret_quota_retry_ms = (uint32_t)(ms < 1 ? 1 : ms > 3.6e6 ? 3.6e6 : ms);
+			return 0;
+		}
+		hi = MIN(hi, allowed);
+	}
+	if (eb_pool_cost_bits(b->pool, hi) <= level)
+		return hi;
+	/* The largest n the level backs: cost grows with n, so bisect. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo + 1) / 2;
+
+		if (eb_pool_cost_bits(b->pool, mid) <= level)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo >= floor_n ? lo : 0;
+}
+
+void scheduler_charge(struct broker *b, struct session *s, const struct eb_user *u, size_t n)
+{
+	if (u->quota_bits_per_hour > 0) {
+		struct user_state *st = &b->users[s->user];
+
+		st->quota_tokens -= (double)n * 8;
+		if (st->quota_tokens < 0)
+			st->quota_tokens = 0;
+	}
+}
+
+uint32_t scheduler_empty_retry_ms(const struct broker *b)
+{
+	/* With no source connected there is nothing to wait for soon. */
+	return b->n_sources > 0 ? 250 : 5000;
+}

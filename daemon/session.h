@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/* One peer of the broker: its connection, buffers, identity and the request it waits on. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <systemd/sd-event.h>
+
+#include "proto.h"
+
+struct broker;
+struct eb_conn;
+struct eb_user;
+
+#define SESSION_RBUF_SIZE (EB_FRAME_MAX + 16384)
+#define SESSION_WBUF_SIZE (EB_FRAME_MAX + 4096)
+/* A peer has this long to finish TLS and say HELLO. */
+#define SESSION_HELLO_TIMEOUT_USEC (10 * 1000000ULL)
+/* A GET the pool cannot back waits this long before EMPTY. */
+#define SESSION_GET_WAIT_USEC (250 * 1000ULL)
+
+enum session_state {
+	SESSION_HANDSHAKE, /* TLS in progress */
+	SESSION_HELLO,     /* waiting for HELLO */
+	SESSION_READY,
+	SESSION_CLOSING,   /* flushing a last ERROR, then closed */
+	_SESSION_STATE_MAX,
+	_SESSION_STATE_INVALID = -22,
+};
+
+struct session {
+	struct broker *broker;
+	struct session *next, *prev;
+	struct session *wnext; /* in broker->waitq */
+	bool queued;
+
+	struct eb_conn *conn;
+	sd_event_source *io, *defer, *timer;
+	enum session_state state;
+	char peer[128];       /* "tcp [::1]:40000", "unix pid=12 uid=1000" */
+	const char *listener; /* the listener's name */
+	int user;             /* index into conf->users, -1 before it is known */
+	unsigned roles;       /* granted at HELLO */
+	char kind[EB_KIND_MAX + 1];
+
+	uint8_t *rbuf, *wbuf;
+	size_t rstart, rend, wstart, wend;
+
+	/* The GET being served; further frames wait in rbuf until it is answered. */
+	bool get_pending;
+	struct eb_msg_get get;
+	uint64_t get_seq, get_since_usec;
+
+	bool asleep; /* SLEEP sent, WAKE not yet */
+	uint8_t last_put[32];
+	bool have_last_put;
+	bool stuck_logged;
+	uint64_t bits_in, bits_out;
+};
+
+/* Creates a session for an accepted fd (ownership taken). tls: wrap in the broker's TLS. For
+ * unix peers, ucred identifies the user. */
+int session_new(struct broker *b, int fd, bool tls, const char *listener, struct session **ret);
+void session_free(struct session *s);
+
+/* Sends a frame; the session buffers it (the caller checked session_has_room()). */
+int session_send(struct session *s, const struct eb_msg *m);
+bool session_has_room(const struct session *s, size_t bytes);
+void session_pump(struct session *s);
+
+/* Tries to answer the pending GET; returns true when it was answered (DATA, QUOTA, EMPTY). */
+bool session_serve_get(struct session *s, bool final);
