@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: MIT */
+#include "key.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "macro.h"
+
+#define KEY_HEX_LEN (EB_KEY_SIZE * 2)
+/* 64 digits, an optional newline, and one byte more so that trailing garbage is seen. */
+#define KEY_FILE_MAX (KEY_HEX_LEN + 2)
+
+/* Decodes one hex digit without branches or table lookups on its value, after WireGuard's
+ * key_from_hex(): a key's digits must not leak through timing or the cache. Returns the value in
+ * the low four bits; *bad gets all ones when c is not a hex digit. */
+static unsigned hex_digit(unsigned c, unsigned *bad)
+{
+	unsigned num = c ^ 48u;             /* '0'..'9' -> 0..9 */
+	unsigned num_ok = (num - 10u) >> 8; /* all ones when num < 10 */
+	unsigned alpha = (c & ~32u) - 55u;  /* 'A'..'F', 'a'..'f' -> 10..15 */
+	unsigned alpha_ok =
+	    ((alpha - 10u) ^ (alpha - 16u)) >> 8; /* all ones when 10 <= alpha < 16 */
+
+	num_ok &= 0xff;
+	alpha_ok &= 0xff;
+	*bad |= ((num_ok | alpha_ok) - 1u) >> 8; /* all ones when neither matched */
+	return ((num_ok & num) | (alpha_ok & alpha)) & 0xf;
+}
+
+/* Encodes a nibble as a lowercase hex digit without a table lookup indexed by the secret. */
+static char hex_char(unsigned v)
+{
+	/* 87 + v is 'a' + v - 10; for v < 10, the mask subtracts 39 to land on '0' + v. */
+	return (char)(87u + v + (((v - 10u) >> 8) & ~38u));
+}
+
+int eb_key_load(const char *path, uint8_t ret_key[EB_KEY_SIZE])
+{
+	_cleanup_close_ int fd = -EBADF;
+	uint8_t buf[KEY_FILE_MAX], key[EB_KEY_SIZE];
+	unsigned bad = 0;
+	size_t n = 0;
+	struct stat st;
+	int r;
+
+	if (!path || !ret_key)
+		return -EINVAL;
+
+	/* O_NONBLOCK so that a FIFO put in the key's place cannot stall us before fstat() sees it.
+	 */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return negative_errno();
+	if (fstat(fd, &st) < 0)
+		return negative_errno();
+	if (S_ISDIR(st.st_mode))
+		return -EISDIR;
+	if (!S_ISREG(st.st_mode))
+		return -EBADMSG;
+	/* A key others can read is a key others may have; refuse it before reading a byte. */
+	if (st.st_mode & (S_IRWXG | S_IRWXO))
+		return -EPERM;
+
+	while (n < sizeof(buf)) {
+		ssize_t k = read(fd, buf + n, sizeof(buf) - n);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			r = negative_errno();
+			OPENSSL_cleanse(buf, sizeof(buf));
+			return r;
+		}
+		if (k == 0)
+			break;
+		n += (size_t)k;
+	}
+
+	/* The length and the newline's place are not secret; the digits are. */
+	if (n < KEY_HEX_LEN || n > KEY_HEX_LEN + 1 ||
+	    (n == KEY_HEX_LEN + 1 && buf[KEY_HEX_LEN] != '\n')) {
+		OPENSSL_cleanse(buf, sizeof(buf));
+		return -EBADMSG;
+	}
+
+	for (size_t i = 0; i < EB_KEY_SIZE; i++) {
+		unsigned hi = hex_digit(buf[2 * i], &bad);
+		unsigned lo = hex_digit(buf[2 * i + 1], &bad);
+		key[i] = (uint8_t)((hi << 4) | lo);
+	}
+	OPENSSL_cleanse(buf, sizeof(buf));
+
+	/* Only the verdict over the whole key branches, never a single digit. */
+	if (bad & 1) {
+		OPENSSL_cleanse(key, sizeof(key));
+		return -EBADMSG;
+	}
+
+	memcpy(ret_key, key, EB_KEY_SIZE);
+	OPENSSL_cleanse(key, sizeof(key));
+	return 0;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t k = write(fd, p, n);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return negative_errno();
+		}
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* Makes the new directory entry durable too; a key that vanishes with a power cut would leave a
+ * peer holding a key the broker no longer knows. Best effort: the file itself is already synced. */
+static void fsync_parent(const char *path)
+{
+	_cleanup_free_ char *copy = strdup(path);
+	_cleanup_close_ int dfd = -EBADF;
+
+	if (!copy)
+		return;
+	dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0)
+		(void)fsync(dfd);
+}
+
+int eb_key_generate(const char *path)
+{
+	_cleanup_close_ int fd = -EBADF;
+	uint8_t key[EB_KEY_SIZE];
+	char hex[KEY_HEX_LEN + 1];
+	size_t n = 0;
+	int r;
+
+	if (!path || !*path)
+		return -EINVAL;
+
+	while (n < sizeof(key)) {
+		ssize_t k = getrandom(key + n, sizeof(key) - n, 0);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			r = negative_errno();
+			OPENSSL_cleanse(key, sizeof(key));
+			return r;
+		}
+		n += (size_t)k;
+	}
+
+	for (size_t i = 0; i < EB_KEY_SIZE; i++) {
+		hex[2 * i] = hex_char(key[i] >> 4);
+		hex[2 * i + 1] = hex_char(key[i] & 0xf);
+	}
+	hex[KEY_HEX_LEN] = '\n';
+	OPENSSL_cleanse(key, sizeof(key));
+
+	/* O_EXCL: never replace a key someone already holds; O_NOFOLLOW: never write through a link
+	 * planted where the key should go. */
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+	if (fd < 0) {
+		r = negative_errno();
+		OPENSSL_cleanse(hex, sizeof(hex));
+		return r;
+	}
+
+	r = write_all(fd, hex, sizeof(hex));
+	OPENSSL_cleanse(hex, sizeof(hex));
+	if (r >= 0 && fsync(fd) < 0)
+		r = negative_errno();
+	if (r >= 0 && close(TAKE_FD(fd)) < 0)
+		r = negative_errno();
+	if (r < 0) {
+		/* A half-written key is worse than none: the next run would refuse to replace it.
+		 */
+		(void)unlink(path);
+		return r;
+	}
+
+	fsync_parent(path);
+	return 0;
+}
+
+char *eb_key_default_path(void)
+{
+	const char *d = getenv("CREDENTIALS_DIRECTORY");
+	size_t n;
+	char *p;
+
+	if (!d || d[0] != '/')
+		return NULL;
+	n = strlen(d) + sizeof("/eb.key");
+	p = malloc(n);
+	if (!p)
+		return NULL;
+	snprintf(p, n, "%s/eb.key", d);
+	return p;
+}

@@ -1,0 +1,551 @@
+/* SPDX-License-Identifier: MIT */
+#include "uri.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/vm_sockets.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "macro.h"
+
+#define EB_DEFAULT_PORT 55225
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct addrinfo *, freeaddrinfo);
+
+/* A decimal number without sign, spaces or leading junk, that strtoul() alone would accept. */
+static int parse_uint(const char *s, size_t len, unsigned long max, unsigned long *ret)
+{
+	char buf[16], *end;
+	unsigned long v;
+
+	if (len == 0 || len >= sizeof(buf))
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+
+	errno = 0;
+	v = strtoul(buf, &end, 10);
+	if (errno != 0 || end != buf + len || v > max)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+/* ":PORT" at the end of the string, or nothing for the default port. */
+static int parse_port(const char *s, uint16_t *ret)
+{
+	unsigned long v;
+	int r;
+
+	if (*s == '\0') {
+		*ret = EB_DEFAULT_PORT;
+		return 0;
+	}
+	if (*s != ':')
+		return -EINVAL;
+	r = parse_uint(s + 1, strlen(s + 1), 65535, &v);
+	if (r < 0)
+		return r;
+	if (v == 0)
+		return -EINVAL;
+	*ret = (uint16_t)v;
+	return 0;
+}
+
+static bool is_host_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '-' || c == '.' || c == '_';
+}
+
+static int parse_tcp(const char *s, struct eb_uri *u)
+{
+	const char *end;
+	size_t len;
+
+	if (*s == '[') {
+		char addr[INET6_ADDRSTRLEN];
+		struct in6_addr a6;
+		const char *pct;
+
+		end = strchr(s, ']');
+		if (!end)
+			return -EINVAL;
+		len = (size_t)(end - s - 1);
+		if (len == 0 || len >= sizeof(u->host))
+			return -EINVAL;
+		memcpy(u->host, s + 1, len);
+		u->host[len] = '\0';
+
+		/* A link-local address may carry a zone ("fe80::1%eth0"); the address before it
+		 * must be IPv6, which is the only thing brackets are for. */
+		pct = strchr(u->host, '%');
+		len = pct ? (size_t)(pct - u->host) : len;
+		if (len >= sizeof(addr) || (pct && pct[1] == '\0'))
+			return -EINVAL;
+		memcpy(addr, u->host, len);
+		addr[len] = '\0';
+		if (inet_pton(AF_INET6, addr, &a6) != 1)
+			return -EINVAL;
+		if (pct)
+			for (const char *p = pct + 1; *p; p++)
+				if (!is_host_char(*p))
+					return -EINVAL;
+		end++;
+	} else {
+		end = s + strcspn(s, ":");
+		len = (size_t)(end - s);
+		if (len == 0 || len >= sizeof(u->host))
+			return -EINVAL;
+		for (size_t i = 0; i < len; i++)
+			if (!is_host_char(s[i]))
+				return -EINVAL;
+		memcpy(u->host, s, len);
+		u->host[len] = '\0';
+	}
+
+	u->kind = EB_URI_TCP;
+	return parse_port(end, &u->port);
+}
+
+static int parse_unix(const char *s, enum eb_uri_kind kind, struct eb_uri *u)
+{
+	size_t len = strlen(s);
+
+	/* Abstract and relative names are left out: a broker's address must not depend on the
+	 * working directory, and abstract sockets escape file-system permissions. */
+	if (s[0] != '/' || len >= sizeof(u->path))
+		return -EINVAL;
+	memcpy(u->path, s, len + 1);
+	u->kind = kind;
+	return 0;
+}
+
+static int parse_vsock(const char *s, struct eb_uri *u)
+{
+	size_t len = strcspn(s, ":");
+	unsigned long cid;
+	int r;
+
+	if (len == 3 && strncmp(s, "any", 3) == 0)
+		cid = VMADDR_CID_ANY;
+	else {
+		r = parse_uint(s, len, UINT32_MAX, &cid);
+		if (r < 0)
+			return r;
+	}
+	u->kind = EB_URI_VSOCK;
+	u->cid = (uint32_t)cid;
+	return parse_port(s + len, &u->port);
+}
+
+int eb_uri_parse(const char *s, struct eb_uri *ret)
+{
+	struct eb_uri u = {};
+	int r;
+
+	if (!s || !ret)
+		return -EINVAL;
+
+	if (strncmp(s, "tcp://", 6) == 0)
+		r = parse_tcp(s + 6, &u);
+	else if (strncmp(s, "unix:", 5) == 0)
+		r = parse_unix(s + 5, EB_URI_UNIX, &u);
+	else if (strncmp(s, "unix+tls:", 9) == 0)
+		r = parse_unix(s + 9, EB_URI_UNIX_TLS, &u);
+	else if (strncmp(s, "vsock://", 8) == 0)
+		r = parse_vsock(s + 8, &u);
+	else
+		r = -EINVAL;
+	if (r < 0)
+		return r;
+
+	*ret = u;
+	return 0;
+}
+
+const char *eb_uri_to_string(const struct eb_uri *uri, char *buf, size_t size)
+{
+	if (size == 0)
+		return buf;
+
+	switch (uri->kind) {
+	case EB_URI_TCP:
+		if (strchr(uri->host, ':'))
+			snprintf(buf, size, "tcp://[%s]:%u", uri->host, (unsigned)uri->port);
+		else
+			snprintf(buf, size, "tcp://%s:%u", uri->host, (unsigned)uri->port);
+		return buf;
+	case EB_URI_UNIX:
+		snprintf(buf, size, "unix:%s", uri->path);
+		return buf;
+	case EB_URI_UNIX_TLS:
+		snprintf(buf, size, "unix+tls:%s", uri->path);
+		return buf;
+	case EB_URI_VSOCK:
+		if (uri->cid == VMADDR_CID_ANY)
+			snprintf(buf, size, "vsock://any:%u", (unsigned)uri->port);
+		else
+			snprintf(buf, size, "vsock://%" PRIu32 ":%u", uri->cid,
+			         (unsigned)uri->port);
+		return buf;
+	case _EB_URI_KIND_MAX:
+	case _EB_URI_KIND_INVALID:
+		break;
+	}
+	snprintf(buf, size, "invalid:");
+	return buf;
+}
+
+int eb_uri_is_tls(const struct eb_uri *uri)
+{
+	switch (uri->kind) {
+	case EB_URI_TCP:
+	case EB_URI_VSOCK:
+	case EB_URI_UNIX_TLS:
+		return 1;
+	case EB_URI_UNIX:
+		return 0;
+	case _EB_URI_KIND_MAX:
+	case _EB_URI_KIND_INVALID:
+		break;
+	}
+	return -EINVAL;
+}
+
+static int make_sockaddr_un(const struct eb_uri *uri, struct sockaddr_un *ret, socklen_t *ret_len)
+{
+	size_t len = strnlen(uri->path, sizeof(uri->path));
+
+	if (uri->path[0] != '/' || len >= sizeof(ret->sun_path))
+		return -EINVAL;
+	*ret = (struct sockaddr_un){.sun_family = AF_UNIX};
+	memcpy(ret->sun_path, uri->path, len + 1);
+	*ret_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + 1);
+	return 0;
+}
+
+static int resolve_error(int e)
+{
+	switch (e) {
+	case EAI_SYSTEM:
+		return negative_errno();
+	case EAI_MEMORY:
+		return -ENOMEM;
+	case EAI_AGAIN:
+		return -EAGAIN;
+	default:
+		return -EHOSTUNREACH;
+	}
+}
+
+static int tcp_resolve(const struct eb_uri *uri, bool passive, struct addrinfo **ret)
+{
+	struct addrinfo hints = {
+	    .ai_socktype = SOCK_STREAM,
+	    .ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0),
+	};
+	char port[8];
+	int e;
+
+	snprintf(port, sizeof(port), "%u", (unsigned)uri->port);
+	e = getaddrinfo(uri->host, port, &hints, ret);
+	if (e != 0)
+		return resolve_error(e);
+	return 0;
+}
+
+static int listen_tcp(const struct eb_uri *uri, int *ret_fd)
+{
+	_cleanup_(freeaddrinfop) struct addrinfo *ai = NULL;
+	_cleanup_close_ int fd = -EBADF;
+	const int one = 1, zero = 0;
+	int r;
+
+	r = tcp_resolve(uri, true, &ai);
+	if (r < 0)
+		return r;
+
+	/* The first address is the one meant; a name that resolves to several is ambiguous for a
+	 * listener, and binding all of them is what several listen= lines are for. */
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return negative_errno();
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
+		return negative_errno();
+	/* "[::]" means every address, IPv4 included, whatever net.ipv6.bindv6only says. */
+	if (ai->ai_family == AF_INET6 &&
+	    IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ai->ai_addr)->sin6_addr) &&
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) < 0)
+		return negative_errno();
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0)
+		return negative_errno();
+	if (listen(fd, SOMAXCONN) < 0)
+		return negative_errno();
+
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+/* Removes a socket left behind by a broker that is gone. A socket someone still accepts on is
+ * left alone (-EADDRINUSE), and so is anything that is not a socket. */
+static int unlink_stale(const struct sockaddr_un *sa, socklen_t len)
+{
+	_cleanup_close_ int fd = -EBADF;
+	struct stat st;
+
+	if (lstat(sa->sun_path, &st) < 0)
+		return errno == ENOENT ? 0 : negative_errno();
+	if (!S_ISSOCK(st.st_mode))
+		return -EEXIST;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return negative_errno();
+	if (connect(fd, (const struct sockaddr *)sa, len) == 0 || errno == EAGAIN)
+		return -EADDRINUSE;
+	if (errno != ECONNREFUSED)
+		return negative_errno();
+	if (unlink(sa->sun_path) < 0 && errno != ENOENT)
+		return negative_errno();
+	return 0;
+}
+
+static int listen_unix(const struct eb_uri *uri, int *ret_fd)
+{
+	_cleanup_close_ int fd = -EBADF;
+	struct sockaddr_un sa;
+	socklen_t len;
+	int r;
+
+	r = make_sockaddr_un(uri, &sa, &len);
+	if (r < 0)
+		return r;
+	r = unlink_stale(&sa, len);
+	if (r < 0)
+		return r;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return negative_errno();
+	if (bind(fd, (const struct sockaddr *)&sa, len) < 0)
+		return negative_errno();
+	if (listen(fd, SOMAXCONN) < 0)
+		return negative_errno();
+
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+static int listen_vsock(const struct eb_uri *uri, int *ret_fd)
+{
+	_cleanup_close_ int fd = -EBADF;
+	struct sockaddr_vm sa = {
+	    .svm_family = AF_VSOCK,
+	    .svm_cid = uri->cid,
+	    .svm_port = uri->port,
+	};
+
+	fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return negative_errno();
+	if (bind(fd, (const struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return negative_errno();
+	if (listen(fd, SOMAXCONN) < 0)
+		return negative_errno();
+
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+int eb_uri_listen(const struct eb_uri *uri, int *ret_fd)
+{
+	if (!uri || !ret_fd)
+		return -EINVAL;
+
+	switch (uri->kind) {
+	case EB_URI_TCP:
+		return listen_tcp(uri, ret_fd);
+	case EB_URI_UNIX:
+	case EB_URI_UNIX_TLS:
+		return listen_unix(uri, ret_fd);
+	case EB_URI_VSOCK:
+		return listen_vsock(uri, ret_fd);
+	case _EB_URI_KIND_MAX:
+	case _EB_URI_KIND_INVALID:
+		break;
+	}
+	return -EINVAL;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Connects fd within timeout_ms (negative: no limit) and leaves it blocking. The socket is created
+ * non-blocking so that an unreachable host costs the timeout, not the kernel's minutes of SYN
+ * retries. */
+static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len, int timeout_ms)
+{
+	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : -1;
+	socklen_t elen = sizeof(int);
+	int flags, err = 0;
+
+	if (connect(fd, sa, len) < 0) {
+		if (errno != EINPROGRESS)
+			return negative_errno();
+
+		for (;;) {
+			struct pollfd p = {.fd = fd, .events = POLLOUT};
+			int wait = -1, k;
+
+			if (deadline >= 0) {
+				int64_t left = deadline - now_ms();
+				wait = (int)MAX(left, 0);
+			}
+			k = poll(&p, 1, wait);
+			if (k < 0) {
+				if (errno == EINTR)
+					continue;
+				return negative_errno();
+			}
+			if (k == 0)
+				return -ETIMEDOUT;
+			break;
+		}
+
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0)
+			return negative_errno();
+		if (err != 0)
+			return -err;
+	}
+
+	flags = fcntl(fd, F_GETFL);
+	if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
+		return negative_errno();
+	return 0;
+}
+
+static int connect_tcp(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
+{
+	_cleanup_(freeaddrinfop) struct addrinfo *ai = NULL;
+	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : -1;
+	unsigned n = 0;
+	int r;
+
+	r = tcp_resolve(uri, false, &ai);
+	if (r < 0)
+		return r;
+	for (struct addrinfo *a = ai; a; a = a->ai_next)
+		n++;
+
+	r = -EHOSTUNREACH;
+	for (struct addrinfo *a = ai; a; a = a->ai_next, n--) {
+		_cleanup_close_ int fd = -EBADF;
+		int t = -1;
+
+		/* Share what is left of the time among the addresses still to try, so that one
+		 * black-holed address does not use up the others' chance. */
+		if (deadline >= 0) {
+			int64_t left = deadline - now_ms();
+			if (left <= 0)
+				return -ETIMEDOUT;
+			t = (int)(left / n);
+		}
+
+		fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			r = negative_errno();
+			continue;
+		}
+		r = connect_fd(fd, a->ai_addr, a->ai_addrlen, t);
+		if (r >= 0) {
+			*ret_fd = TAKE_FD(fd);
+			return 0;
+		}
+	}
+	return r;
+}
+
+static int connect_unix(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
+{
+	_cleanup_close_ int fd = -EBADF;
+	struct sockaddr_un sa;
+	socklen_t len;
+	int r;
+
+	r = make_sockaddr_un(uri, &sa, &len);
+	if (r < 0)
+		return r;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return negative_errno();
+	r = connect_fd(fd, (const struct sockaddr *)&sa, len, timeout_ms);
+	if (r < 0)
+		return r;
+
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+static int connect_vsock(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
+{
+	_cleanup_close_ int fd = -EBADF;
+	struct sockaddr_vm sa = {
+	    .svm_family = AF_VSOCK,
+	    .svm_cid = uri->cid,
+	    .svm_port = uri->port,
+	};
+	int r;
+
+	fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return negative_errno();
+	r = connect_fd(fd, (const struct sockaddr *)&sa, sizeof(sa), timeout_ms);
+	if (r < 0)
+		return r;
+
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+int eb_uri_connect(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
+{
+	if (!uri || !ret_fd)
+		return -EINVAL;
+
+	switch (uri->kind) {
+	case EB_URI_TCP:
+		return connect_tcp(uri, timeout_ms, ret_fd);
+	case EB_URI_UNIX:
+	case EB_URI_UNIX_TLS:
+		return connect_unix(uri, timeout_ms, ret_fd);
+	case EB_URI_VSOCK:
+		return connect_vsock(uri, timeout_ms, ret_fd);
+	case _EB_URI_KIND_MAX:
+	case _EB_URI_KIND_INVALID:
+		break;
+	}
+	return -EINVAL;
+}
