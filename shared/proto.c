@@ -1,0 +1,725 @@
+/* SPDX-License-Identifier: MIT */
+/* The wire protocol codec: frame headers and the payload of every message, both ways. */
+#include "proto.h"
+
+#include <assert.h>
+#include <endian.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "macro.h"
+
+/* A source cannot honestly claim more than 8 bits of entropy per byte; in 1/1000 bit units. */
+#define CLAIM_MBITS_MAX 8000
+
+/*
+ * Payload layouts (big-endian; docs/protocol.md has the tables). Every payload is consumed
+ * exactly: a byte left over is as much an error as a byte missing, so one message has one
+ * encoding and the fuzzer can check that decode(encode(m)) reproduces the input bytes.
+ *
+ *   HELLO      u16 version, u8 roles, u8 reserved, u32 claim_mbits_per_byte, u16 len, kind
+ *   WELCOME    u16 version, u8 roles, u8 reserved, u32 max_data, u16 len, user
+ *   PUT        u32 credit_bits, u32 len, data
+ *   PUT_ACK    u32 credited_bits, u32 accepted_bytes
+ *   GET        u32 bits, u8 mode, u8 reserved[3]
+ *   DATA       u32 bits, u32 len, data
+ *   EMPTY, SLEEP, QUOTA   u32 retry_ms
+ *   WAKE, STATUS_REQ      (empty)
+ *   ERROR      u16 code, u16 len, text
+ *   STATUS     u64 pool_bits, u64 capacity_bits, u64 bits_in, u64 bits_out, u64 bytes_drbg,
+ *              u32 sources, u32 sinks, u32 uptime_s
+ */
+#define HELLO_FIXED_SIZE   10
+#define WELCOME_FIXED_SIZE 10
+#define PUT_FIXED_SIZE     8
+#define PUT_ACK_SIZE       8
+#define GET_SIZE           8
+#define DATA_FIXED_SIZE    8
+#define RETRY_SIZE         4
+#define ERROR_FIXED_SIZE   4
+#define STATUS_SIZE        52
+
+/* Reads a payload that a peer wrote: every take checks what is left first, so a short payload
+ * becomes -EBADMSG and never a read past the end. */
+struct cursor {
+	const uint8_t *p;
+	size_t left;
+};
+
+static int take(struct cursor *c, size_t n, const uint8_t **ret)
+{
+	if (c->left < n)
+		return -EBADMSG;
+	*ret = c->p;
+	c->p += n;
+	c->left -= n;
+	return 0;
+}
+
+static int take_u8(struct cursor *c, uint8_t *ret)
+{
+	const uint8_t *p;
+	int r;
+
+	r = take(c, 1, &p);
+	if (r < 0)
+		return r;
+	*ret = p[0];
+	return 0;
+}
+
+static int take_be16(struct cursor *c, uint16_t *ret)
+{
+	const uint8_t *p;
+	uint16_t v;
+	int r;
+
+	r = take(c, sizeof(v), &p);
+	if (r < 0)
+		return r;
+	memcpy(&v, p, sizeof(v));
+	*ret = be16toh(v);
+	return 0;
+}
+
+static int take_be32(struct cursor *c, uint32_t *ret)
+{
+	const uint8_t *p;
+	uint32_t v;
+	int r;
+
+	r = take(c, sizeof(v), &p);
+	if (r < 0)
+		return r;
+	memcpy(&v, p, sizeof(v));
+	*ret = be32toh(v);
+	return 0;
+}
+
+static int take_be64(struct cursor *c, uint64_t *ret)
+{
+	const uint8_t *p;
+	uint64_t v;
+	int r;
+
+	r = take(c, sizeof(v), &p);
+	if (r < 0)
+		return r;
+	memcpy(&v, p, sizeof(v));
+	*ret = be64toh(v);
+	return 0;
+}
+
+/* Reserved bytes must be zero so that a later version can give them a meaning and know that an
+ * older peer never sent anything there. */
+static int take_zero(struct cursor *c, size_t n)
+{
+	const uint8_t *p;
+	int r;
+
+	r = take(c, n, &p);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != 0)
+			return -EBADMSG;
+	return 0;
+}
+
+/*
+ * Text from a peer ends up in the journal and on terminals, so it must be valid UTF-8 with no
+ * control characters: no C0 (which includes NUL, so the C string we make of it is the whole
+ * text), no DEL, no C1. Overlong forms, surrogates and code points past U+10FFFF are refused
+ * as invalid UTF-8 (RFC 3629).
+ */
+static bool text_valid(const uint8_t *p, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		uint8_t c = p[i];
+		uint32_t cp, min;
+		size_t k;
+
+		if (c < 0x80) {
+			if (c < 0x20 || c == 0x7f)
+				return false;
+			i++;
+			continue;
+		}
+
+		if (c >= 0xc2 && c <= 0xdf) {
+			k = 2;
+			cp = c & 0x1f;
+			min = 0x80;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			k = 3;
+			cp = c & 0x0f;
+			min = 0x800;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			k = 4;
+			cp = c & 0x07;
+			min = 0x10000;
+		} else
+			return false;
+
+		if (n - i < k)
+			return false;
+		for (size_t j = 1; j < k; j++) {
+			if ((p[i + j] & 0xc0) != 0x80)
+				return false;
+			cp = (cp << 6) | (p[i + j] & 0x3f);
+		}
+		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		if (cp <= 0x9f) /* C1 controls, U+0080..U+009F */
+			return false;
+		i += k;
+	}
+
+	return true;
+}
+
+/* A u16-length-prefixed text into a NUL-terminated buffer of max + 1 bytes. */
+static int take_text(struct cursor *c, size_t max, char *ret)
+{
+	const uint8_t *p;
+	uint16_t n;
+	int r;
+
+	r = take_be16(c, &n);
+	if (r < 0)
+		return r;
+	if (n > max)
+		return -EBADMSG;
+	r = take(c, n, &p);
+	if (r < 0)
+		return r;
+	if (!text_valid(p, n))
+		return -EBADMSG;
+	memcpy(ret, p, n);
+	ret[n] = '\0';
+	return 0;
+}
+
+/* Writes a payload whose size eb_msg_encode() has already checked against the buffer, so running
+ * out of room here is our bug, not the peer's. */
+struct writer {
+	uint8_t *p;
+	size_t left;
+};
+
+static void put(struct writer *w, const void *p, size_t n)
+{
+	assert(w->left >= n);
+	if (n > 0)
+		memcpy(w->p, p, n);
+	w->p += n;
+	w->left -= n;
+}
+
+static void put_u8(struct writer *w, uint8_t v)
+{
+	put(w, &v, sizeof(v));
+}
+
+static void put_be16(struct writer *w, uint16_t v)
+{
+	v = htobe16(v);
+	put(w, &v, sizeof(v));
+}
+
+static void put_be32(struct writer *w, uint32_t v)
+{
+	v = htobe32(v);
+	put(w, &v, sizeof(v));
+}
+
+static void put_be64(struct writer *w, uint64_t v)
+{
+	v = htobe64(v);
+	put(w, &v, sizeof(v));
+}
+
+static void put_zero(struct writer *w, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		put_u8(w, 0);
+}
+
+/* Lengths were validated before, so they fit the u16 prefix. */
+static void put_text(struct writer *w, const char *s)
+{
+	size_t n = strlen(s);
+
+	put_be16(w, (uint16_t)n);
+	put(w, s, n);
+}
+
+static bool type_valid(int t)
+{
+	return t > 0 && t < _EB_MSG_MAX;
+}
+
+static bool roles_valid(unsigned roles)
+{
+	return roles != 0 && (roles & ~(unsigned)EB_ROLE_ALL) == 0;
+}
+
+/* The length of a text held in a char[max + 1], or -EINVAL when it is not terminated within
+ * the array or is not valid text. */
+static int text_length(const char *s, size_t max, size_t *ret)
+{
+	size_t n = strnlen(s, max + 1);
+
+	if (n > max || !text_valid((const uint8_t *)s, n))
+		return -EINVAL;
+	*ret = n;
+	return 0;
+}
+
+/*
+ * The one place the rules for field values live: encode refuses to send what decode would
+ * refuse to take. Returns the payload size of msg, or -EINVAL.
+ */
+static int msg_validate(const struct eb_msg *m, size_t *ret_size)
+{
+	size_t n, size;
+	int r;
+
+	if (!type_valid(m->type))
+		return -EINVAL;
+
+	switch (m->type) {
+	case EB_MSG_HELLO:
+		/* Any version above 0 is well-formed: whether it is supported is the session's
+		 * call, so that the broker can answer EB_ERR_VERSION rather than EB_ERR_PROTOCOL.
+		 */
+		if (m->hello.version == 0 || !roles_valid(m->hello.roles) ||
+		    m->hello.claim_mbits_per_byte > CLAIM_MBITS_MAX)
+			return -EINVAL;
+		r = text_length(m->hello.kind, EB_KIND_MAX, &n);
+		if (r < 0)
+			return r;
+		size = HELLO_FIXED_SIZE + n;
+		break;
+	case EB_MSG_WELCOME:
+		if (m->welcome.version == 0 || !roles_valid(m->welcome.roles) ||
+		    m->welcome.max_data == 0 || m->welcome.max_data > EB_DATA_MAX)
+			return -EINVAL;
+		r = text_length(m->welcome.user, EB_KIND_MAX, &n);
+		if (r < 0)
+			return r;
+		if (n == 0) /* every session has a user, or it would have been refused */
+			return -EINVAL;
+		size = WELCOME_FIXED_SIZE + n;
+		break;
+	case EB_MSG_PUT:
+		if (m->put.len == 0 || m->put.len > EB_DATA_MAX || !m->put.data ||
+		    m->put.credit_bits > 8 * (uint64_t)m->put.len)
+			return -EINVAL;
+		size = PUT_FIXED_SIZE + m->put.len;
+		break;
+	case EB_MSG_PUT_ACK:
+		if (m->put_ack.accepted_bytes > EB_DATA_MAX ||
+		    m->put_ack.credited_bits > 8 * (uint64_t)m->put_ack.accepted_bytes)
+			return -EINVAL;
+		size = PUT_ACK_SIZE;
+		break;
+	case EB_MSG_GET:
+		if (m->get.bits < 8 || m->get.bits > EB_DATA_MAX * 8 || m->get.bits % 8 != 0 ||
+		    m->get.mode < 0 || m->get.mode >= _EB_GET_MODE_MAX)
+			return -EINVAL;
+		size = GET_SIZE;
+		break;
+	case EB_MSG_DATA:
+		if (m->data.len > EB_DATA_MAX || (m->data.len > 0 && !m->data.data) ||
+		    m->data.bits > 8 * (uint64_t)m->data.len)
+			return -EINVAL;
+		size = DATA_FIXED_SIZE + m->data.len;
+		break;
+	case EB_MSG_EMPTY:
+	case EB_MSG_SLEEP:
+	case EB_MSG_QUOTA:
+		size = RETRY_SIZE;
+		break;
+	case EB_MSG_WAKE:
+	case EB_MSG_STATUS_REQ:
+		size = 0;
+		break;
+	case EB_MSG_ERROR:
+		if (m->error.code <= 0 || m->error.code >= _EB_ERR_MAX)
+			return -EINVAL;
+		r = text_length(m->error.text, EB_TEXT_MAX, &n);
+		if (r < 0)
+			return r;
+		size = ERROR_FIXED_SIZE + n;
+		break;
+	case EB_MSG_STATUS:
+		/* The broker never holds more than its capacity; a status that says otherwise is
+		 * from a broker that is broken, and better refused than shown. */
+		if (m->status.pool_bits > m->status.capacity_bits)
+			return -EINVAL;
+		size = STATUS_SIZE;
+		break;
+	case _EB_MSG_MAX:
+	case _EB_MSG_INVALID:
+		return -EINVAL;
+	}
+
+	assert(size <= EB_FRAME_PAYLOAD_MAX);
+	if (ret_size)
+		*ret_size = size;
+	return 0;
+}
+
+int eb_frame_parse(const uint8_t *buf, size_t len, struct eb_frame *ret, size_t *ret_size)
+{
+	struct cursor c = {buf, len};
+	uint8_t type, flags;
+	uint16_t reserved;
+	uint32_t length;
+	int r;
+
+	assert(buf || len == 0);
+	assert(ret);
+	assert(ret_size);
+
+	if (len < EB_FRAME_HEADER_SIZE)
+		return -EAGAIN;
+
+	r = take_u8(&c, &type);
+	if (r >= 0)
+		r = take_u8(&c, &flags);
+	if (r >= 0)
+		r = take_be16(&c, &reserved);
+	if (r >= 0)
+		r = take_be32(&c, &length);
+	assert(r >= 0); /* the header is there, we checked */
+
+	if (!type_valid(type) || flags != 0 || reserved != 0)
+		return -EBADMSG;
+	/* Refuse an oversized frame from its header alone, before anyone buffers its payload. */
+	if (length > EB_FRAME_PAYLOAD_MAX)
+		return -EMSGSIZE;
+	if (c.left < length)
+		return -EAGAIN;
+
+	*ret = (struct eb_frame){
+	    .type = type,
+	    .flags = flags,
+	    .length = length,
+	    .payload = c.p,
+	};
+	*ret_size = EB_FRAME_HEADER_SIZE + (size_t)length;
+	return 0;
+}
+
+void eb_frame_header_write(uint8_t *buf, enum eb_msg_type type, uint32_t length)
+{
+	struct writer w = {buf, EB_FRAME_HEADER_SIZE};
+
+	assert(buf);
+	assert(type_valid(type));
+	assert(length <= EB_FRAME_PAYLOAD_MAX);
+
+	put_u8(&w, (uint8_t)type);
+	put_u8(&w, 0); /* flags */
+	put_be16(&w, 0);
+	put_be32(&w, length);
+}
+
+int eb_msg_decode(const struct eb_frame *frame, struct eb_msg *ret)
+{
+	struct cursor c;
+	struct eb_msg m;
+	uint8_t u8;
+	uint16_t u16;
+	uint32_t u32;
+	int r;
+
+	assert(frame);
+	assert(ret);
+	assert(frame->payload || frame->length == 0);
+
+	/* The frame may not come from eb_frame_parse(), so check what it would have. */
+	if (!type_valid(frame->type) || frame->flags != 0 || frame->length > EB_FRAME_PAYLOAD_MAX)
+		return -EBADMSG;
+
+	c = (struct cursor){frame->payload, frame->length};
+	m = (struct eb_msg){.type = frame->type};
+
+	switch (frame->type) {
+	case EB_MSG_HELLO:
+		r = take_be16(&c, &m.hello.version);
+		if (r >= 0)
+			r = take_u8(&c, &m.hello.roles);
+		if (r >= 0)
+			r = take_zero(&c, 1);
+		if (r >= 0)
+			r = take_be32(&c, &m.hello.claim_mbits_per_byte);
+		if (r >= 0)
+			r = take_text(&c, EB_KIND_MAX, m.hello.kind);
+		break;
+	case EB_MSG_WELCOME:
+		r = take_be16(&c, &m.welcome.version);
+		if (r >= 0)
+			r = take_u8(&c, &m.welcome.roles);
+		if (r >= 0)
+			r = take_zero(&c, 1);
+		if (r >= 0)
+			r = take_be32(&c, &m.welcome.max_data);
+		if (r >= 0)
+			r = take_text(&c, EB_KIND_MAX, m.welcome.user);
+		break;
+	case EB_MSG_PUT:
+		r = take_be32(&c, &m.put.credit_bits);
+		if (r >= 0)
+			r = take_be32(&c, &m.put.len);
+		if (r >= 0)
+			r = take(&c, m.put.len, &m.put.data);
+		break;
+	case EB_MSG_PUT_ACK:
+		r = take_be32(&c, &m.put_ack.credited_bits);
+		if (r >= 0)
+			r = take_be32(&c, &m.put_ack.accepted_bytes);
+		break;
+	case EB_MSG_GET:
+		r = take_be32(&c, &m.get.bits);
+		if (r >= 0)
+			r = take_u8(&c, &u8);
+		if (r >= 0) {
+			/* Range-checked in msg_validate(); a u8 always fits the enum. */
+			m.get.mode = (enum eb_get_mode)u8;
+			r = take_zero(&c, 3);
+		}
+		break;
+	case EB_MSG_DATA:
+		r = take_be32(&c, &m.data.bits);
+		if (r >= 0)
+			r = take_be32(&c, &m.data.len);
+		if (r >= 0)
+			r = take(&c, m.data.len, &m.data.data);
+		break;
+	case EB_MSG_EMPTY:
+	case EB_MSG_SLEEP:
+	case EB_MSG_QUOTA:
+		r = take_be32(&c, &u32);
+		if (r >= 0)
+			m.retry.retry_ms = u32;
+		break;
+	case EB_MSG_WAKE:
+	case EB_MSG_STATUS_REQ:
+		r = 0;
+		break;
+	case EB_MSG_ERROR:
+		r = take_be16(&c, &u16);
+		if (r >= 0) {
+			m.error.code = (enum eb_error_code)u16;
+			r = take_text(&c, EB_TEXT_MAX, m.error.text);
+		}
+		break;
+	case EB_MSG_STATUS:
+		r = take_be64(&c, &m.status.pool_bits);
+		if (r >= 0)
+			r = take_be64(&c, &m.status.capacity_bits);
+		if (r >= 0)
+			r = take_be64(&c, &m.status.bits_in);
+		if (r >= 0)
+			r = take_be64(&c, &m.status.bits_out);
+		if (r >= 0)
+			r = take_be64(&c, &m.status.bytes_drbg);
+		if (r >= 0)
+			r = take_be32(&c, &m.status.sources);
+		if (r >= 0)
+			r = take_be32(&c, &m.status.sinks);
+		if (r >= 0)
+			r = take_be32(&c, &m.status.uptime_s);
+		break;
+	case _EB_MSG_MAX:
+	case _EB_MSG_INVALID:
+		return -EBADMSG;
+	}
+	if (r < 0)
+		return r;
+	if (c.left != 0)
+		return -EBADMSG;
+
+	/* A field out of range is the peer's fault here, not the caller's. */
+	if (msg_validate(&m, NULL) < 0)
+		return -EBADMSG;
+
+	*ret = m;
+	return 0;
+}
+
+int eb_msg_encode(const struct eb_msg *msg, uint8_t *buf, size_t size)
+{
+	struct writer w;
+	size_t payload;
+	int r;
+
+	assert(msg);
+	assert(buf || size == 0);
+
+	r = msg_validate(msg, &payload);
+	if (r < 0)
+		return r;
+	if (size < EB_FRAME_HEADER_SIZE + payload)
+		return -ENOBUFS;
+
+	eb_frame_header_write(buf, msg->type, (uint32_t)payload);
+	w = (struct writer){buf + EB_FRAME_HEADER_SIZE, payload};
+
+	switch (msg->type) {
+	case EB_MSG_HELLO:
+		put_be16(&w, msg->hello.version);
+		put_u8(&w, msg->hello.roles);
+		put_zero(&w, 1);
+		put_be32(&w, msg->hello.claim_mbits_per_byte);
+		put_text(&w, msg->hello.kind);
+		break;
+	case EB_MSG_WELCOME:
+		put_be16(&w, msg->welcome.version);
+		put_u8(&w, msg->welcome.roles);
+		put_zero(&w, 1);
+		put_be32(&w, msg->welcome.max_data);
+		put_text(&w, msg->welcome.user);
+		break;
+	case EB_MSG_PUT:
+		put_be32(&w, msg->put.credit_bits);
+		put_be32(&w, msg->put.len);
+		put(&w, msg->put.data, msg->put.len);
+		break;
+	case EB_MSG_PUT_ACK:
+		put_be32(&w, msg->put_ack.credited_bits);
+		put_be32(&w, msg->put_ack.accepted_bytes);
+		break;
+	case EB_MSG_GET:
+		put_be32(&w, msg->get.bits);
+		put_u8(&w, (uint8_t)msg->get.mode);
+		put_zero(&w, 3);
+		break;
+	case EB_MSG_DATA:
+		put_be32(&w, msg->data.bits);
+		put_be32(&w, msg->data.len);
+		put(&w, msg->data.data, msg->data.len);
+		break;
+	case EB_MSG_EMPTY:
+	case EB_MSG_SLEEP:
+	case EB_MSG_QUOTA:
+		put_be32(&w, msg->retry.retry_ms);
+		break;
+	case EB_MSG_WAKE:
+	case EB_MSG_STATUS_REQ:
+		break;
+	case EB_MSG_ERROR:
+		put_be16(&w, (uint16_t)msg->error.code);
+		put_text(&w, msg->error.text);
+		break;
+	case EB_MSG_STATUS:
+		put_be64(&w, msg->status.pool_bits);
+		put_be64(&w, msg->status.capacity_bits);
+		put_be64(&w, msg->status.bits_in);
+		put_be64(&w, msg->status.bits_out);
+		put_be64(&w, msg->status.bytes_drbg);
+		put_be32(&w, msg->status.sources);
+		put_be32(&w, msg->status.sinks);
+		put_be32(&w, msg->status.uptime_s);
+		break;
+	case _EB_MSG_MAX:
+	case _EB_MSG_INVALID:
+		assert(!"msg_validate() let an invalid type through");
+		return -EINVAL;
+	}
+	assert(w.left == 0);
+
+	return (int)(EB_FRAME_HEADER_SIZE + payload);
+}
+
+static const char *const msg_type_table[_EB_MSG_MAX] = {
+    [EB_MSG_HELLO] = "HELLO",     [EB_MSG_WELCOME] = "WELCOME", [EB_MSG_PUT] = "PUT",
+    [EB_MSG_PUT_ACK] = "PUT_ACK", [EB_MSG_GET] = "GET",         [EB_MSG_DATA] = "DATA",
+    [EB_MSG_EMPTY] = "EMPTY",     [EB_MSG_SLEEP] = "SLEEP",     [EB_MSG_WAKE] = "WAKE",
+    [EB_MSG_QUOTA] = "QUOTA",     [EB_MSG_ERROR] = "ERROR",     [EB_MSG_STATUS_REQ] = "STATUS_REQ",
+    [EB_MSG_STATUS] = "STATUS",
+};
+
+/* NULL for a value outside the enum, as systemd's *_to_string() do. */
+const char *eb_msg_type_to_string(enum eb_msg_type t)
+{
+	if (t < 0 || t >= (int)ELEMENTSOF(msg_type_table))
+		return NULL;
+	return msg_type_table[t];
+}
+
+static const char *const error_code_table[_EB_ERR_MAX] = {
+    [EB_ERR_PROTOCOL] = "protocol",   [EB_ERR_VERSION] = "version",
+    [EB_ERR_AUTH] = "auth",           [EB_ERR_FORBIDDEN] = "forbidden",
+    [EB_ERR_TOO_LARGE] = "too-large", [EB_ERR_INTERNAL] = "internal",
+    [EB_ERR_SHUTDOWN] = "shutdown",
+};
+
+const char *eb_error_code_to_string(enum eb_error_code c)
+{
+	if (c < 0 || c >= (int)ELEMENTSOF(error_code_table))
+		return NULL;
+	return error_code_table[c];
+}
+
+/* Appends s to buf, truncating, always leaving it terminated. */
+static void append(char *buf, size_t size, size_t *pos, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (*pos + 1 >= size)
+		return;
+	n = MIN(n, size - 1 - *pos);
+	memcpy(buf + *pos, s, n);
+	*pos += n;
+	buf[*pos] = '\0';
+}
+
+const char *eb_roles_to_string(unsigned roles, char *buf, size_t size)
+{
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} names[] = {
+	    {EB_ROLE_SOURCE, "source"},
+	    {EB_ROLE_SINK, "sink"},
+	    {EB_ROLE_ADMIN, "admin"},
+	};
+	size_t pos = 0;
+	bool first = true;
+
+	assert(buf || size == 0);
+
+	if (size == 0)
+		return buf;
+	buf[0] = '\0';
+
+	for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+		if (!(roles & names[i].bit))
+			continue;
+		if (!first)
+			append(buf, size, &pos, ",");
+		append(buf, size, &pos, names[i].name);
+		first = false;
+	}
+
+	/* Bits we have no name for are shown, not hidden, so a bad mask is visible in a log. */
+	if (roles & ~(unsigned)EB_ROLE_ALL) {
+		char tmp[2 + 2 * sizeof(unsigned) + 1];
+
+		(void)snprintf(tmp, sizeof(tmp), "0x%x", roles & ~(unsigned)EB_ROLE_ALL);
+		if (!first)
+			append(buf, size, &pos, ",");
+		append(buf, size, &pos, tmp);
+	}
+
+	return buf;
+}
