@@ -1,0 +1,550 @@
+/* SPDX-License-Identifier: MIT */
+#include <endian.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "client.h"
+#include "conn.h"
+#include "key.h"
+#include "macro.h"
+#include "tls.h"
+#include "uri.h"
+
+#define BACKOFF_START_MS 100
+#define BACKOFF_MAX_MS   30000
+
+struct eb_client {
+	struct eb_uri uris[EB_CLIENT_BROKERS_MAX];
+	char uri_text[EB_CLIENT_BROKERS_MAX][300];
+	unsigned n_uris;
+	int current; /* index of the broker in use or last tried; -1 before the first */
+	char user[EB_KIND_MAX + 1];
+	char kind[EB_KIND_MAX + 1];
+	unsigned roles;
+	uint32_t claim;
+	int timeout_ms;
+	unsigned put_window;
+
+	struct ssl_ctx_st *tls; /* NULL when no broker needs TLS */
+	struct eb_conn *conn;
+	unsigned puts_in_flight, gets_in_flight;
+	bool asleep;
+	uint64_t wake_deadline_ms;
+	uint64_t bits_credited;
+	char last_error[EB_TEXT_MAX + 64];
+
+	uint8_t buf[EB_FRAME_MAX];
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static char *strdup_printf(const char *fmt, ...) _printf_(1, 2);
+static char *strdup_printf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s = NULL;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	return s;
+}
+
+int eb_client_new(const struct eb_client_options *o, struct eb_client **ret, char **ret_error)
+{
+	_cleanup_(eb_client_freep) struct eb_client *c = NULL;
+	_cleanup_free_ char *default_key = NULL;
+	bool need_tls = false;
+	int r;
+
+	if (o->n_brokers == 0) {
+		*ret_error = strdup_printf("No broker given: use --broker URI");
+		return -EINVAL;
+	}
+	if (o->n_brokers > EB_CLIENT_BROKERS_MAX) {
+		*ret_error = strdup_printf("At most %d brokers", EB_CLIENT_BROKERS_MAX);
+		return -E2BIG;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->current = -1;
+	c->roles = o->roles;
+	c->claim = o->claim_mbits_per_byte;
+	c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : EB_CLIENT_TIMEOUT_MS;
+	c->put_window = o->put_window > 0 ? o->put_window : 4;
+	snprintf(c->kind, sizeof(c->kind), "%s", o->kind ? o->kind : "");
+	for (unsigned i = 0; i < o->n_brokers; i++) {
+		r = eb_uri_parse(o->brokers[i], &c->uris[i]);
+		if (r < 0) {
+			*ret_error = strdup_printf(
+				"Invalid broker address \"%s\": expected tcp://HOST[:PORT], unix:/PATH or vsock://CID[:PORT]",
+				o->brokers[i]);
+			return r;
+		}
+		snprintf(c->uri_text[i], sizeof(c->uri_text[i]), "%s", o->brokers[i]);
+		if (eb_uri_is_tls(&c->uris[i]))
+			need_tls = true;
+	}
+	c->n_uris = o->n_brokers;
+
+	if (need_tls) {
+		const char *key_file = o->key_file;
+		uint8_t key[EB_KEY_SIZE];
+
+		if (!o->user || !o->user[0] || strlen(o->user) > EB_KIND_MAX) {
+			*ret_error = strdup_printf("A TLS broker (%s) needs --user NAME",
+						   c->uri_text[0]);
+			return -EINVAL;
+		}
+		snprintf(c->user, sizeof(c->user), "%s", o->user);
+		if (!key_file) {
+			default_key = eb_key_default_path();
+			key_file = default_key;
+		}
+		if (!key_file) {
+			*ret_error = strdup_printf(
+				"A TLS broker needs a key: use --key-file PATH or the credential eb.key");
+			return -ENOKEY;
+		}
+		r = eb_key_load(key_file, key);
+		if (r < 0) {
+			*ret_error = strdup_printf(
+				"Failed to load key file %s: %s", key_file,
+				r == -EPERM ? "it is readable by group or others; chmod 0600 it"
+				: r == -EBADMSG ? "it is not 64 hexadecimal digits"
+						: strerror(-r));
+			return r;
+		}
+		r = eb_tls_client_new(c->user, key, &c->tls);
+		explicit_bzero(key, sizeof(key));
+		if (r < 0) {
+			*ret_error = strdup_printf("Failed to set up TLS: %s", strerror(-r));
+			return r;
+		}
+	}
+	*ret = TAKE_PTR(c);
+	return 0;
+}
+
+void eb_client_disconnect(struct eb_client *c)
+{
+	if (!c->conn)
+		return;
+	eb_conn_shutdown(c->conn);
+	c->conn = eb_conn_free(c->conn);
+	c->puts_in_flight = c->gets_in_flight = 0;
+	c->asleep = false;
+}
+
+struct eb_client *eb_client_free(struct eb_client *c)
+{
+	if (!c)
+		return NULL;
+	eb_client_disconnect(c);
+	eb_tls_free(c->tls);
+	explicit_bzero(c->buf, sizeof(c->buf));
+	free(c);
+	return NULL;
+}
+
+bool eb_client_connected(const struct eb_client *c)
+{
+	return c->conn != NULL;
+}
+
+static int fail(struct eb_client *c, int r, const char *what)
+{
+	if (what)
+		snprintf(c->last_error, sizeof(c->last_error), "%s", what);
+	else
+		snprintf(c->last_error, sizeof(c->last_error), "%s", strerror(-r));
+	eb_client_disconnect(c);
+	return r;
+}
+
+static int send_msg(struct eb_client *c, const struct eb_msg *m)
+{
+	int n, r;
+
+	n = eb_msg_encode(m, c->buf, sizeof(c->buf));
+	if (n < 0)
+		return n;
+	r = eb_conn_write_full(c->conn, c->buf, (size_t)n, c->timeout_ms);
+	if (m->type == EB_MSG_PUT)
+		explicit_bzero(c->buf, (size_t)n);
+	if (r < 0)
+		return fail(c, r, NULL);
+	return 0;
+}
+
+/* Maps the broker's ERROR to an errno the caller can act on. */
+static int broker_error(struct eb_client *c, const struct eb_msg_error *e)
+{
+	int r = -EPROTO;
+
+	switch (e->code) {
+	case EB_ERR_AUTH:
+	case EB_ERR_FORBIDDEN:
+		r = -EACCES;
+		break;
+	case EB_ERR_VERSION:
+		r = -EPROTONOSUPPORT;
+		break;
+	case EB_ERR_TOO_LARGE:
+		r = -EMSGSIZE;
+		break;
+	case EB_ERR_SHUTDOWN:
+		r = -ESHUTDOWN;
+		break;
+	case EB_ERR_PROTOCOL:
+	case EB_ERR_INTERNAL:
+	case _EB_ERR_MAX:
+	case _EB_ERR_INVALID:
+		r = -EPROTO;
+		break;
+	}
+	snprintf(c->last_error, sizeof(c->last_error), "broker %s: %s (%s)",
+		 c->uri_text[c->current], e->text, eb_error_code_to_string(e->code));
+	eb_client_disconnect(c);
+	return r;
+}
+
+/* Reads one message; SLEEP and WAKE are absorbed here and reported as 1 so callers loop. */
+static int read_msg(struct eb_client *c, int timeout_ms, struct eb_msg *ret)
+{
+	struct eb_frame f;
+	uint32_t len;
+	size_t size;
+	int r;
+
+	r = eb_conn_read_full(c->conn, c->buf, EB_FRAME_HEADER_SIZE, timeout_ms);
+	if (r == -ETIMEDOUT)
+		return r;
+	if (r < 0)
+		return fail(c, r, r == -ECONNRESET ? "the broker closed the connection" : NULL);
+	memcpy(&len, c->buf + 4, sizeof(len));
+	len = be32toh(len);
+	if (len > EB_FRAME_PAYLOAD_MAX)
+		return fail(c, -EMSGSIZE, "the broker sent an oversized frame");
+	r = eb_conn_read_full(c->conn, c->buf + EB_FRAME_HEADER_SIZE, len, c->timeout_ms);
+	if (r < 0)
+		return fail(c, r, NULL);
+	r = eb_frame_parse(c->buf, EB_FRAME_HEADER_SIZE + len, &f, &size);
+	if (r >= 0)
+		r = eb_msg_decode(&f, ret);
+	if (r < 0)
+		return fail(c, -EBADMSG, "the broker sent a malformed frame");
+	switch (ret->type) {
+	case EB_MSG_ERROR:
+		return broker_error(c, &ret->error);
+	case EB_MSG_SLEEP:
+		c->asleep = true;
+		c->wake_deadline_ms = now_ms() + ret->retry.retry_ms;
+		return 1;
+	case EB_MSG_WAKE:
+		c->asleep = false;
+		return 1;
+	case EB_MSG_HELLO:
+	case EB_MSG_WELCOME:
+	case EB_MSG_PUT:
+	case EB_MSG_PUT_ACK:
+	case EB_MSG_GET:
+	case EB_MSG_DATA:
+	case EB_MSG_EMPTY:
+	case EB_MSG_QUOTA:
+	case EB_MSG_STATUS_REQ:
+	case EB_MSG_STATUS:
+	case _EB_MSG_MAX:
+	case _EB_MSG_INVALID:
+		break;
+	}
+	return 0;
+}
+
+static int connect_one(struct eb_client *c, unsigned i)
+{
+	struct eb_msg m = {.type = EB_MSG_HELLO};
+	int fd, r;
+
+	c->current = (int)i;
+	r = eb_uri_connect(&c->uris[i], c->timeout_ms, &fd);
+	if (r < 0) {
+		snprintf(c->last_error, sizeof(c->last_error), "cannot connect to %s: %s",
+			 c->uri_text[i], strerror(-r));
+		return r;
+	}
+	r = eb_conn_new(fd, eb_uri_is_tls(&c->uris[i]) ? c->tls : NULL, false, false, &c->conn);
+	if (r < 0) {
+		safe_close(fd);
+		return r;
+	}
+	m.hello.version = EB_PROTO_VERSION;
+	m.hello.roles = (uint8_t)c->roles;
+	m.hello.claim_mbits_per_byte = c->claim;
+	snprintf(m.hello.kind, sizeof(m.hello.kind), "%s", c->kind);
+	r = send_msg(c, &m);
+	if (r < 0) {
+		if (r == -EACCES || r == -EPROTO || r == -ECONNRESET || r == -EPIPE)
+			snprintf(c->last_error, sizeof(c->last_error),
+				 "TLS handshake with %s failed: the broker refused user \"%s\" or its key",
+				 c->uri_text[i], c->user);
+		return r == -ECONNRESET || r == -EPIPE || r == -EPROTO ? -EACCES : r;
+	}
+	do
+		r = read_msg(c, c->timeout_ms, &m);
+	while (r == 1);
+	if (r < 0) {
+		/* TLS 1.3 finishes the server's side of the handshake after our first write, so a
+		 * refused key shows only here, as a closed connection. */
+		if (r == -ECONNRESET && eb_uri_is_tls(&c->uris[i]))
+			snprintf(c->last_error, sizeof(c->last_error),
+				 "%s closed the connection: wrong key or unknown user \"%s\"?",
+				 c->uri_text[i], c->user);
+		return r;
+	}
+	if (m.type != EB_MSG_WELCOME)
+		return fail(c, -EPROTO, "the broker did not answer HELLO with WELCOME");
+	return 0;
+}
+
+int eb_client_connect(struct eb_client *c)
+{
+	unsigned start = c->current < 0 ? 0 : ((unsigned)c->current + 1) % c->n_uris;
+	int r = -EHOSTUNREACH;
+
+	eb_client_disconnect(c);
+	for (unsigned k = 0; k < c->n_uris; k++) {
+		r = connect_one(c, (start + k) % c->n_uris);
+		if (r >= 0)
+			return 0;
+	}
+	return r;
+}
+
+int eb_client_connect_retry(struct eb_client *c, int deadline_ms)
+{
+	uint64_t end = deadline_ms > 0 ? now_ms() + (uint64_t)deadline_ms : 0;
+	unsigned backoff = BACKOFF_START_MS;
+
+	for (;;) {
+		uint32_t jitter = 0;
+		uint64_t wait;
+		int r;
+
+		r = eb_client_connect(c);
+		if (r >= 0 || r == -EACCES || r == -EPROTONOSUPPORT)
+			return r;
+		/* Jitter spreads out clients that lost the same broker at the same moment. */
+		if (getrandom(&jitter, sizeof(jitter), GRND_NONBLOCK) < 0)
+			jitter = (uint32_t)now_ms();
+		wait = backoff / 2 + jitter % (backoff / 2 + 1);
+		if (end && now_ms() + wait >= end)
+			return -ETIMEDOUT;
+		struct timespec ts = {.tv_sec = (time_t)(wait / 1000),
+				      .tv_nsec = (long)(wait % 1000) * 1000000};
+		nanosleep(&ts, NULL);
+		backoff = MIN(backoff * 2, BACKOFF_MAX_MS);
+	}
+}
+
+static int drain_acks(struct eb_client *c, unsigned keep)
+{
+	while (c->puts_in_flight > keep) {
+		struct eb_msg m;
+		int r = read_msg(c, c->timeout_ms, &m);
+
+		if (r < 0)
+			return r == -ETIMEDOUT ? fail(c, r, "the broker did not acknowledge in time") : r;
+		if (r == 1)
+			continue;
+		if (m.type != EB_MSG_PUT_ACK)
+			return fail(c, -EPROTO, "the broker answered a PUT with something else");
+		c->puts_in_flight--;
+		c->bits_credited += m.put_ack.credited_bits;
+	}
+	return 0;
+}
+
+int eb_client_put(struct eb_client *c, const void *data, size_t len, uint32_t credit_bits)
+{
+	struct eb_msg m = {.type = EB_MSG_PUT};
+	int r;
+
+	if (!c->conn)
+		return -ENOTCONN;
+	while (len > 0) {
+		size_t n = MIN(len, (size_t)EB_DATA_MAX);
+		uint32_t credit = (uint32_t)((uint64_t)credit_bits * n / len);
+
+		m.put.data = data;
+		m.put.len = (uint32_t)n;
+		m.put.credit_bits = credit;
+		r = send_msg(c, &m);
+		if (r < 0)
+			return r;
+		c->puts_in_flight++;
+		r = drain_acks(c, c->put_window - 1);
+		if (r < 0)
+			return r;
+		data = (const uint8_t *)data + n;
+		len -= n;
+		credit_bits -= credit;
+	}
+	return 0;
+}
+
+int eb_client_flush(struct eb_client *c)
+{
+	if (!c->conn)
+		return -ENOTCONN;
+	return drain_acks(c, 0);
+}
+
+bool eb_client_asleep(const struct eb_client *c)
+{
+	return c->asleep;
+}
+
+int eb_client_wait_wake(struct eb_client *c)
+{
+	int r = eb_client_flush(c);
+
+	if (r < 0)
+		return r;
+	while (c->asleep) {
+		uint64_t now = now_ms();
+		struct eb_msg m;
+
+		if (now >= c->wake_deadline_ms) {
+			c->asleep = false;
+			break;
+		}
+		r = read_msg(c, (int)MIN(c->wake_deadline_ms - now, (uint64_t)1 << 30), &m);
+		if (r == -ETIMEDOUT) {
+			c->asleep = false;
+			break;
+		}
+		if (r < 0)
+			return r;
+		if (r == 0)
+			return fail(c, -EPROTO, "unexpected message while asleep");
+	}
+	return 0;
+}
+
+int eb_client_request(struct eb_client *c, size_t len, enum eb_get_mode mode)
+{
+	struct eb_msg m = {.type = EB_MSG_GET};
+	int r;
+
+	if (!c->conn)
+		return -ENOTCONN;
+	if (len == 0 || len > EB_DATA_MAX)
+		return -EINVAL;
+	m.get.bits = (uint32_t)len * 8;
+	m.get.mode = mode;
+	r = send_msg(c, &m);
+	if (r < 0)
+		return r;
+	c->gets_in_flight++;
+	return 0;
+}
+
+int eb_client_receive(struct eb_client *c, void *buf, size_t size, size_t *ret_len,
+		      uint32_t *ret_bits, uint32_t *ret_retry_ms)
+{
+	struct eb_msg m;
+	int r;
+
+	if (!c->conn)
+		return -ENOTCONN;
+	if (c->gets_in_flight == 0)
+		return -EINVAL;
+	/* The broker holds a GET up to 250 ms before EMPTY; allow for that beyond the timeout. */
+	do
+		r = read_msg(c, c->timeout_ms + 1000, &m);
+	while (r == 1);
+	if (r < 0)
+		return r == -ETIMEDOUT ? fail(c, r, "the broker did not answer in time") : r;
+	c->gets_in_flight--;
+	switch (m.type) {
+	case EB_MSG_DATA:
+		if (m.data.len > size)
+			return fail(c, -EBADMSG, "the broker sent more than was asked for");
+		memcpy(buf, m.data.data, m.data.len);
+		explicit_bzero(c->buf, EB_FRAME_HEADER_SIZE + 4 + m.data.len + 4);
+		*ret_len = m.data.len;
+		*ret_bits = m.data.bits;
+		*ret_retry_ms = 0;
+		return 0;
+	case EB_MSG_EMPTY:
+		*ret_retry_ms = m.retry.retry_ms;
+		return -EAGAIN;
+	case EB_MSG_QUOTA:
+		*ret_retry_ms = m.retry.retry_ms;
+		return -EDQUOT;
+	case EB_MSG_HELLO:
+	case EB_MSG_WELCOME:
+	case EB_MSG_PUT:
+	case EB_MSG_PUT_ACK:
+	case EB_MSG_GET:
+	case EB_MSG_SLEEP:
+	case EB_MSG_WAKE:
+	case EB_MSG_ERROR:
+	case EB_MSG_STATUS_REQ:
+	case EB_MSG_STATUS:
+	case _EB_MSG_MAX:
+	case _EB_MSG_INVALID:
+		break;
+	}
+	return fail(c, -EPROTO, "the broker answered a GET with something else");
+}
+
+int eb_client_status(struct eb_client *c, struct eb_msg_status *ret)
+{
+	struct eb_msg m = {.type = EB_MSG_STATUS_REQ};
+	int r;
+
+	if (!c->conn)
+		return -ENOTCONN;
+	r = send_msg(c, &m);
+	if (r < 0)
+		return r;
+	do
+		r = read_msg(c, c->timeout_ms, &m);
+	while (r == 1);
+	if (r < 0)
+		return r;
+	if (m.type != EB_MSG_STATUS)
+		return fail(c, -EPROTO, "the broker answered STATUS with something else");
+	*ret = m.status;
+	return 0;
+}
+
+uint64_t eb_client_bits_credited(const struct eb_client *c)
+{
+	return c->bits_credited;
+}
+
+const char *eb_client_broker(const struct eb_client *c)
+{
+	return c->current >= 0 ? c->uri_text[c->current] : "(none)";
+}
+
+const char *eb_client_last_error(const struct eb_client *c)
+{
+	return c->last_error[0] ? c->last_error : "no error";
+}

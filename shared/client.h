@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/* A broker client with failover: connect, HELLO, PUT, GET, STATUS over any transport. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+#define EB_CLIENT_BROKERS_MAX 16
+#define EB_CLIENT_TIMEOUT_MS  10000
+
+struct eb_client;
+
+struct eb_client_options {
+	const char *brokers[EB_CLIENT_BROKERS_MAX]; /* URIs, tried in order */
+	unsigned n_brokers;
+	const char *user;     /* TLS identity; not needed over unix: */
+	const char *key_file; /* NULL: $CREDENTIALS_DIRECTORY/eb.key */
+	unsigned roles;       /* enum eb_role bits asked for at HELLO */
+	const char *kind;     /* free text for the broker's log, e.g. "file /dev/stdin" */
+	uint32_t claim_mbits_per_byte;
+	int timeout_ms;       /* per operation; 0: EB_CLIENT_TIMEOUT_MS */
+	unsigned put_window;  /* PUTs in flight before waiting for an ACK; 0: 4 */
+};
+
+/* Validates the options and loads the key when a TLS broker is listed. The error text for a
+ * failure is in *ret_error (malloc()ed) and names the broker URI or key file. */
+int eb_client_new(const struct eb_client_options *o, struct eb_client **ret, char **ret_error);
+struct eb_client *eb_client_free(struct eb_client *c);
+static inline void eb_client_freep(struct eb_client **c)
+{
+	if (*c)
+		eb_client_free(*c);
+}
+
+/* Connects to the first broker that answers, starting after the one last used, with
+ * HELLO/WELCOME done. One pass over the list. */
+int eb_client_connect(struct eb_client *c);
+/* Keeps calling eb_client_connect() with exponential backoff and jitter (100 ms doubling to
+ * 30 s) until it succeeds, an authentication error makes retrying pointless, or deadline_ms
+ * (0: forever) passes. */
+int eb_client_connect_retry(struct eb_client *c, int deadline_ms);
+void eb_client_disconnect(struct eb_client *c);
+bool eb_client_connected(const struct eb_client *c);
+
+/* Sends data with its claimed credit. Waits only when put_window PUTs await their ACK. While
+ * the broker says SLEEP, *asleep (eb_client_asleep()) is true: the caller should stop sampling
+ * and call eb_client_wait_wake(). */
+int eb_client_put(struct eb_client *c, const void *data, size_t len, uint32_t credit_bits);
+/* Waits for every outstanding PUT_ACK. */
+int eb_client_flush(struct eb_client *c);
+bool eb_client_asleep(const struct eb_client *c);
+/* Waits until WAKE or the SLEEP's time is up; 0 then. */
+int eb_client_wait_wake(struct eb_client *c);
+
+/* Sends a GET for len bytes (8..EB_DATA_MAX). */
+int eb_client_request(struct eb_client *c, size_t len, enum eb_get_mode mode);
+/* Receives the answer to the oldest request: 0 with DATA in buf (*ret_len bytes carrying
+ * *ret_bits), -EAGAIN for EMPTY or -EDQUOT for QUOTA with *ret_retry_ms set. buf holds at
+ * least the requested length. */
+int eb_client_receive(struct eb_client *c, void *buf, size_t size, size_t *ret_len,
+		      uint32_t *ret_bits, uint32_t *ret_retry_ms);
+
+int eb_client_status(struct eb_client *c, struct eb_msg_status *ret);
+
+/* Totals since eb_client_new(). */
+uint64_t eb_client_bits_credited(const struct eb_client *c);
+/* The broker in use (or last tried), and the last error the broker or transport reported. */
+const char *eb_client_broker(const struct eb_client *c);
+const char *eb_client_last_error(const struct eb_client *c);

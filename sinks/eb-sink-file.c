@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/* eb-sink-file: writes N bytes of broker output to a file or standard output. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "log.h"
+
+/* Requests in flight: two keep the broker busy while we write the previous answer. */
+#define WINDOW 2
+
+static unsigned long long arg_bytes;
+static const char *arg_output;
+static enum eb_get_mode arg_mode = EB_GET_FULL;
+static unsigned long long arg_timeout_s;
+
+static void help(void)
+{
+	printf("Usage: eb-sink-file --bytes N [OPTIONS]\n\n"
+	       "Writes exactly N bytes of full-entropy output from a broker to a file or standard\n"
+	       "output, or exits non-zero; every byte written is one the broker vouched for.\n\n"
+	       "      --bytes N         how many bytes to write\n"
+	       "  -o, --output PATH     write to PATH (created 0600) instead of standard output\n"
+	       "      --mode MODE       full (default: SP 800-90C full entropy) or drbg\n"
+	       "      --timeout SEC     give up after SEC seconds (default: wait forever)\n" EB_CLI_CLIENT_HELP
+	       "\nSee eb-sink-file(1).\n");
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(uint32_t ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+
+	nanosleep(&ts, NULL);
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t k = write(fd, p, n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+static int parse_args(int argc, char *argv[], struct eb_client_options *o)
+{
+	enum { ARG_BYTES = EB_CLI_ARG_FIRST_PRIVATE, ARG_MODE, ARG_TIMEOUT };
+	static const struct option options[] = {
+		EB_CLI_CLIENT_OPTIONS,
+		{"bytes", required_argument, NULL, ARG_BYTES},
+		{"output", required_argument, NULL, 'o'},
+		{"mode", required_argument, NULL, ARG_MODE},
+		{"timeout", required_argument, NULL, ARG_TIMEOUT},
+		{},
+	};
+	int c, r;
+
+	while ((c = getopt_long(argc, argv, EB_CLI_CLIENT_SHORTOPTS "o:", options, NULL)) >= 0) {
+		r = eb_cli_client_option(c, optarg, o, "eb-sink-file", help);
+		if (r == -1)
+			return 0;
+		if (r == -2)
+			return -EINVAL;
+		if (r == 1)
+			continue;
+		switch (c) {
+		case ARG_BYTES:
+			if (eb_cli_parse_u64(optarg, 1, 1ULL << 48, &arg_bytes) < 0)
+				return log_error_errno(EINVAL, "Invalid --bytes \"%s\": expected 1 to 2^48", optarg);
+			break;
+		case 'o':
+			arg_output = optarg;
+			break;
+		case ARG_MODE:
+			if (strcmp(optarg, "full") == 0)
+				arg_mode = EB_GET_FULL;
+			else if (strcmp(optarg, "drbg") == 0)
+				arg_mode = EB_GET_DRBG;
+			else
+				return log_error_errno(EINVAL, "Invalid --mode \"%s\": expected full or drbg", optarg);
+			break;
+		case ARG_TIMEOUT:
+			if (eb_cli_parse_u64(optarg, 1, 86400 * 365, &arg_timeout_s) < 0)
+				return log_error_errno(EINVAL, "Invalid --timeout \"%s\": expected seconds", optarg);
+			break;
+		default:
+			return -EINVAL;
+		}
+	}
+	if (optind < argc)
+		return log_error_errno(EINVAL, "Unexpected argument \"%s\"; see --help", argv[optind]);
+	if (arg_bytes == 0)
+		return log_error_errno(EINVAL, "--bytes N is required; see --help");
+	return 1;
+}
+
+int main(int argc, char *argv[])
+{
+	struct eb_client_options o = {.roles = EB_ROLE_SINK, .kind = "file"};
+	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
+	static uint8_t buf[EB_DATA_MAX];
+	uint64_t written = 0, requested = 0, deadline = 0;
+	size_t in_flight[WINDOW];
+	unsigned n_in_flight = 0;
+	int fd = STDOUT_FILENO, r;
+
+	log_setup(argv[0]);
+	r = parse_args(argc, argv, &o);
+	if (r <= 0)
+		return r < 0 ? 2 : 0;
+	if (eb_cli_client_new(&o, &client) < 0)
+		return 2;
+	if (arg_timeout_s > 0)
+		deadline = now_ms() + arg_timeout_s * 1000;
+	if (arg_output) {
+		fd = open(arg_output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0600);
+		if (fd < 0) {
+			log_error_errno(errno, "Failed to open %s: %m", arg_output);
+			return 1;
+		}
+	}
+
+	while (written < arg_bytes) {
+		size_t len = 0;
+		uint32_t bits = 0, retry = 0;
+
+		if (deadline && now_ms() >= deadline) {
+			log_error("Timed out after writing %" PRIu64 " of %llu bytes", written, arg_bytes);
+			r = -ETIMEDOUT;
+			break;
+		}
+		if (!eb_client_connected(client)) {
+			requested = written;
+			n_in_flight = 0;
+			r = eb_client_connect_retry(client, deadline ? (int)(deadline - now_ms()) : 0);
+			if (r < 0) {
+				log_error_errno(r, "Cannot reach a broker: %s", eb_client_last_error(client));
+				break;
+			}
+			log_debug("Drawing from %s", eb_client_broker(client));
+		}
+		while (n_in_flight < WINDOW && requested < arg_bytes) {
+			size_t n = (size_t)MIN(arg_bytes - requested, (uint64_t)EB_DATA_MAX);
+
+			r = eb_client_request(client, n, arg_mode);
+			if (r < 0)
+				break;
+			in_flight[n_in_flight++] = n;
+			requested += n;
+		}
+		if (!eb_client_connected(client))
+			goto lost;
+		r = eb_client_receive(client, buf, sizeof(buf), &len, &bits, &retry);
+		if (r == -ENOTCONN || (r < 0 && r != -EAGAIN && r != -EDQUOT && !eb_client_connected(client))) {
+			if (r == -EACCES) {
+				log_error("Broker %s refused: %s", eb_client_broker(client),
+					  eb_client_last_error(client));
+				break;
+			}
+			goto lost;
+		}
+		/* The oldest request is answered: whatever it did not bring is asked for again. */
+		requested -= in_flight[0] - (r == 0 ? len : 0);
+		memmove(in_flight, in_flight + 1, (n_in_flight - 1) * sizeof(in_flight[0]));
+		n_in_flight--;
+		if (r == -EAGAIN || r == -EDQUOT) {
+			log_debug("Broker %s: %s, retrying in %u ms", eb_client_broker(client),
+				  r == -EAGAIN ? "pool empty" : "quota spent", retry);
+			sleep_ms(MIN(retry, 60000u));
+			continue;
+		}
+		if (r < 0)
+			goto lost;
+		if (arg_mode == EB_GET_FULL && bits < len * 8) {
+			log_error("Broker %s sent %zu bytes carrying only %u bits; refusing to write them",
+				  eb_client_broker(client), len, bits);
+			r = -EBADMSG;
+			break;
+		}
+		r = write_all(fd, buf, len);
+		explicit_bzero(buf, len);
+		if (r < 0) {
+			log_error_errno(r, "Failed to write %s: %m", arg_output ? arg_output : "standard output");
+			break;
+		}
+		written += len;
+		continue;
+	lost:
+		log_warning("Lost broker %s: %s; failing over", eb_client_broker(client),
+			    eb_client_last_error(client));
+		eb_client_disconnect(client);
+	}
+	if (fd != STDOUT_FILENO && close(fd) < 0 && r >= 0)
+		r = log_error_errno(errno, "Failed to close %s: %m", arg_output);
+	if (r < 0 || written < arg_bytes)
+		return 1;
+	log_debug("Wrote %" PRIu64 " bytes", written);
+	return 0;
+}
