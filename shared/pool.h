@@ -24,8 +24,10 @@ struct eb_pool *eb_pool_free(struct eb_pool *pool);
 
 /* Conditions len bytes claimed to carry credit_bits of entropy into the pool. credit_bits is
  * clamped to 8 * len. What is credited is at most the room left below capacity; data beyond
- * that is still mixed (into the DRBGs) but not credited. Returns 0 and the bits actually added
- * to the pool level in *ret_credited (may be NULL). */
+ * that is still mixed (into the DRBGs) but not credited. Returns 0 and the bits of input credit
+ * accepted in *ret_credited (may be NULL). Level and credit differ: every 512 + 64 credited bits
+ * become one 512-bit full-entropy block, and the level rises by 512 when that block is made
+ * (credit short of a block waits in the pool's accumulator, outside the level). */
 int eb_pool_add(struct eb_pool *pool, const void *data, size_t len, uint64_t credit_bits,
 		uint64_t *ret_credited);
 
@@ -35,13 +37,16 @@ int eb_pool_add(struct eb_pool *pool, const void *data, size_t len, uint64_t cre
 int eb_pool_take_full(struct eb_pool *pool, void *buf, size_t len);
 
 /* Fills buf with len bytes of DRBG output. The DRBG is seeded from 256 + 64 bits of pool credit
- * on first use and reseeded from the pool every EB_POOL_DRBG_RESEED_BYTES; -EAGAIN when it has
- * never been seeded and the pool cannot seed it. */
+ * (one 512-bit block of level) on first use and reseeded from the pool every
+ * EB_POOL_DRBG_RESEED_BYTES when the pool has a block; -EAGAIN when it has never been seeded and
+ * the pool cannot seed it. */
 #define EB_POOL_DRBG_RESEED_BYTES (1u << 20)
 int eb_pool_take_drbg(struct eb_pool *pool, void *buf, size_t len);
 
-/* Bits a full-entropy request of len bytes costs: 8 * len + EB_POOL_OVERHEAD_BITS, rounded up to
- * the pool's granularity. The broker uses it to answer EMPTY before trying. */
+/* Level bits a full-entropy request of len bytes costs, exactly what take_full lowers the level
+ * by: 8 * len rounded up to whole 512-bit blocks. The EB_POOL_OVERHEAD_BITS were paid when each
+ * block was conditioned, so in input credit the request costs at least 8 * len + 64. The broker
+ * uses it to answer EMPTY before trying. */
 uint64_t eb_pool_cost_bits(const struct eb_pool *pool, size_t len);
 
 uint64_t eb_pool_level(const struct eb_pool *pool);    /* credited bits held */
