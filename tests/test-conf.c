@@ -1,0 +1,537 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE 1 /* asprintf() */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "conf.h"
+#include "key.h"
+#include "macro.h"
+#include "proto.h"
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct eb_conf *, eb_conf_free);
+
+static char dir[] = "/tmp/test-conf.XXXXXX";
+static char conf_path[256];
+
+static int setup(void **state)
+{
+	(void)state;
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(conf_path, sizeof(conf_path), "%s/eb-brokerd.conf", dir);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[64];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void write_file(const char *path, const char *content, mode_t mode)
+{
+	int fd;
+
+	(void)unlink(path);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, content, strlen(content)), (ssize_t)strlen(content));
+	assert_int_equal(fchmod(fd, mode), 0);
+	close(fd);
+}
+
+/* Loads content as a config file. */
+static int load(const char *content, struct eb_conf **ret, char **ret_error)
+{
+	write_file(conf_path, content, 0644);
+	return eb_conf_load(conf_path, ret, ret_error);
+}
+
+static struct eb_conf *load_ok(const char *content)
+{
+	struct eb_conf *conf = NULL;
+	_cleanup_free_ char *error = NULL;
+	int r = load(content, &conf, &error);
+
+	if (r < 0)
+		fail_msg("load failed: %d %s", r, error ? error : "(no message)");
+	assert_non_null(conf);
+	return conf;
+}
+
+/* The load fails with -EINVAL and exactly "PATH:LINE: msg". */
+static void expect_error(const char *content, unsigned line, const char *msg)
+{
+	struct eb_conf *conf = (struct eb_conf *)0x1;
+	_cleanup_free_ char *error = NULL, *expected = NULL;
+	int r;
+
+	r = load(content, &conf, &error);
+	assert_int_equal(r, -EINVAL);
+	assert_ptr_equal(conf, (struct eb_conf *)0x1); /* untouched on failure */
+	assert_non_null(error);
+	assert_true(asprintf(&expected, "%s:%u: %s", conf_path, line, msg) > 0);
+	assert_string_equal(error, expected);
+}
+
+static void check_defaults(const struct eb_conf *conf)
+{
+	assert_int_equal(conf->capacity_bits, 1048576);
+	assert_int_equal(conf->low_water_pct, 25);
+	assert_int_equal(conf->high_water_pct, 90);
+	assert_string_equal(conf->seed_file, "/var/lib/entropy-broker/seed");
+	assert_false(conf->credit_seed_file);
+	assert_int_equal(conf->seed_save_interval_s, 600);
+	assert_int_equal(conf->status_interval_s, 60);
+	assert_int_equal(conf->max_sessions, 1024);
+	assert_int_equal(conf->n_listen, 0);
+}
+
+static void test_defaults(void **state)
+{
+	_cleanup_(eb_conf_freep) struct eb_conf *a = NULL, *b = NULL, *c = NULL;
+
+	(void)state;
+	assert_int_equal(eb_conf_new_default(&a), 0);
+	check_defaults(a);
+	assert_null(a->path);
+	assert_int_equal(a->n_users, 0);
+
+	b = load_ok("");
+	check_defaults(b);
+	assert_string_equal(b->path, conf_path);
+	assert_int_equal(b->n_users, 0);
+
+	c = load_ok("; only comments\n# here\n\n[broker]\n");
+	check_defaults(c);
+
+	assert_null(eb_conf_free(NULL));
+}
+
+static void test_full(void **state)
+{
+	_cleanup_(eb_conf_freep) struct eb_conf *conf = NULL;
+	const struct eb_user *u;
+
+	(void)state;
+	conf = load_ok("\xef\xbb\xbf; a BOM first\n"
+	               "[broker]\n"
+	               "capacity-bits = 4096\n"
+	               "low-water-percent=0\n"
+	               "high-water-percent = 100 ; inline comment\n"
+	               "seed-file =\n"
+	               "credit-seed-file = YES\n"
+	               "seed-save-interval-sec = 604800\n"
+	               "status-interval-sec = 1\n"
+	               "max-sessions = 65536\n"
+	               "listen = tcp://[::]:55225\n"
+	               "listen = unix:/run/eb.sock\r\n"
+	               "listen = vsock://any\n"
+	               "\n"
+	               "[user alice]\n"
+	               "role = source\n"
+	               "key-file = /k/alice.key\n"
+	               "max-credit-per-byte = 0\n"
+	               "  ; an indented comment\n"
+	               "[user  bob.b_2-x]\n"
+	               "role = sink , admin,source\n"
+	               "unix-uid = 1000\n"
+	               "unix-gid = 100\n"
+	               "quota-bits-per-hour = 18446744073709551615\n"
+	               "[user root-by-name]\n"
+	               "role=admin\n"
+	               "unix-uid = root\n"
+	               "unix-gid = root\n");
+
+	assert_int_equal(conf->capacity_bits, 4096);
+	assert_int_equal(conf->low_water_pct, 0);
+	assert_int_equal(conf->high_water_pct, 100);
+	assert_string_equal(conf->seed_file, "");
+	assert_true(conf->credit_seed_file);
+	assert_int_equal(conf->seed_save_interval_s, 604800);
+	assert_int_equal(conf->status_interval_s, 1);
+	assert_int_equal(conf->max_sessions, 65536);
+	assert_int_equal(conf->n_listen, 3);
+	assert_string_equal(conf->listen[0], "tcp://[::]:55225");
+	assert_string_equal(conf->listen[1], "unix:/run/eb.sock");
+	assert_string_equal(conf->listen[2], "vsock://any");
+
+	assert_int_equal(conf->n_users, 3);
+	u = eb_conf_find_user(conf, "alice");
+	assert_non_null(u);
+	assert_int_equal(u->roles, EB_ROLE_SOURCE);
+	assert_string_equal(u->key_file, "/k/alice.key");
+	assert_false(u->has_key);
+	assert_false(u->has_uid);
+	assert_false(u->has_gid);
+	assert_int_equal(u->max_credit_per_byte, 0);
+	assert_int_equal(u->quota_bits_per_hour, 0);
+
+	u = eb_conf_find_user(conf, "bob.b_2-x");
+	assert_non_null(u);
+	assert_int_equal(u->roles, EB_ROLE_ALL);
+	assert_null(u->key_file);
+	assert_true(u->has_uid);
+	assert_int_equal(u->unix_uid, 1000);
+	assert_true(u->has_gid);
+	assert_int_equal(u->unix_gid, 100);
+	assert_int_equal(u->max_credit_per_byte, 8);
+	assert_int_equal(u->quota_bits_per_hour, UINT64_MAX);
+
+	u = eb_conf_find_user(conf, "root-by-name");
+	assert_non_null(u);
+	assert_int_equal(u->roles, EB_ROLE_ADMIN);
+	assert_int_equal(u->unix_uid, 0);
+	assert_int_equal(u->unix_gid, 0);
+
+	assert_null(eb_conf_find_user(conf, "carol"));
+	assert_null(eb_conf_find_user(conf, "Alice"));
+}
+
+static void test_example(void **state)
+{
+	_cleanup_(eb_conf_freep) struct eb_conf *conf = NULL;
+	_cleanup_free_ char *error = NULL, *path = NULL;
+	const char *root = getenv("EB_SOURCE_ROOT");
+	const struct eb_user *u;
+
+	(void)state;
+	if (!root)
+		skip();
+	assert_true(asprintf(&path, "%s/etc/eb-brokerd.conf", root) > 0);
+	if (eb_conf_load(path, &conf, &error) < 0)
+		fail_msg("%s", error ? error : "load failed");
+
+	check_defaults(&(struct eb_conf){
+	    .capacity_bits = conf->capacity_bits,
+	    .low_water_pct = conf->low_water_pct,
+	    .high_water_pct = conf->high_water_pct,
+	    .seed_file = conf->seed_file,
+	    .credit_seed_file = conf->credit_seed_file,
+	    .seed_save_interval_s = conf->seed_save_interval_s,
+	    .status_interval_s = conf->status_interval_s,
+	    .max_sessions = conf->max_sessions,
+	});
+	assert_int_equal(conf->n_listen, 3);
+	assert_int_equal(conf->n_users, 3);
+	u = eb_conf_find_user(conf, "alice");
+	assert_non_null(u);
+	assert_int_equal(u->max_credit_per_byte, 4);
+	u = eb_conf_find_unix_peer(conf, 1000, 1000);
+	assert_non_null(u);
+	assert_string_equal(u->name, "vm1");
+}
+
+static void test_errors_structure(void **state)
+{
+	struct eb_conf *conf = NULL;
+	_cleanup_free_ char *error = NULL;
+	char missing[300];
+
+	(void)state;
+	expect_error("[broker]\ncapacity-bits = 4096\nbogus = 1\n", 3,
+	             "unknown key \"bogus\" in [broker]");
+	expect_error("[user a]\nrole = sink\nunix-uid = 1\ncapacity-bits = 4096\n", 4,
+	             "unknown key \"capacity-bits\" in [user NAME]");
+	expect_error("[broker]\n[brokers]\n", 2,
+	             "unknown section [brokers]: expected [broker] or [user NAME]");
+	expect_error("[users a]\n", 1,
+	             "unknown section [users a]: expected [broker] or [user NAME]");
+	expect_error("[user]\n", 1, "unknown section [user]: expected [broker] or [user NAME]");
+	expect_error("[Broker]\n", 1, "unknown section [Broker]: expected [broker] or [user NAME]");
+	expect_error("capacity-bits = 4096\n[broker]\n", 1,
+	             "key \"capacity-bits\" outside any section");
+	expect_error("[broker]\n\n\njunk\n", 4,
+	             "syntax error: expected [SECTION], KEY = VALUE or a comment");
+	expect_error("[broker\n", 1, "invalid section header: missing \"]\"");
+	expect_error("[broker] x\n", 1, "unexpected \"x\" after section header");
+	expect_error("[broker] ; fine\n[broker]\n", 2,
+	             "duplicate section [broker], first defined on line 1");
+	expect_error("[broker]\ncapacity-bits = 4096\n\ncapacity-bits = 8192\n", 4,
+	             "duplicate key capacity-bits, first set on line 2");
+	expect_error("[user a]\nrole = sink\nunix-uid = 1\nrole = source\n", 4,
+	             "duplicate key role, first set on line 2");
+	expect_error("[user a]\nrole = sink\nunix-uid = 1\n\n[user b]\nrole = sink\nunix-uid = 2\n"
+	             "[user a]\n",
+	             8, "duplicate section [user a], first defined on line 1");
+	expect_error("[user a]\n[user a]\n", 2,
+	             "duplicate section [user a], first defined on line 1");
+	expect_error(
+	    "[user -a]\n", 1,
+	    "invalid user name \"-a\": expected 1..64 letters, digits, \".\", \"_\" or \"-\", starting with a letter or digit");
+	expect_error(
+	    "[user a b]\n", 1,
+	    "invalid user name \"a b\": expected 1..64 letters, digits, \".\", \"_\" or \"-\", starting with a letter or digit");
+	expect_error(
+	    "[user a/b]\n", 1,
+	    "invalid user name \"a/b\": expected 1..64 letters, digits, \".\", \"_\" or \"-\", starting with a letter or digit");
+	expect_error(
+	    "[user "
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]\n",
+	    1,
+	    "invalid user name \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\": expected 1..64 letters, digits, \".\", \"_\" or \"-\", starting with a letter or digit");
+	/* Indented lines would be continuations to inih; refuse rather than guess. */
+	expect_error("[broker]\ncapacity-bits = 4096\n  low-water-percent = 10\n", 3,
+	             "line starts with white space: continuation lines are not supported");
+	expect_error("[broker]\nseed-file = /a\n\t/b\n", 3,
+	             "line starts with white space: continuation lines are not supported");
+
+	{
+		char longline[400];
+		memset(longline, 0, sizeof(longline));
+		strcpy(longline, "[broker]\n\nseed-file = /");
+		memset(longline + strlen(longline), 'a', 250);
+		strcat(longline, "\n");
+		expect_error(longline, 3, "line too long (at most 197 characters)");
+	}
+
+	/* A value's control characters are escaped, never copied into the message. */
+	expect_error(
+	    "[broker]\ncapacity-bits = 4096\x1b[2J\"\\\n", 2,
+	    "invalid value \"4096\\x1b[2J\\x22\\x5c\" for capacity-bits: expected a number 4096..2147483648, multiple of 512");
+
+	/* A missing file: -ENOENT, named. */
+	snprintf(missing, sizeof(missing), "%s/missing.conf", dir);
+	assert_int_equal(eb_conf_load(missing, &conf, &error), -ENOENT);
+	assert_null(conf);
+	assert_non_null(error);
+	assert_non_null(strstr(error, missing));
+}
+
+static void test_errors_values(void **state)
+{
+	static const struct {
+		const char *key, *value, *expected;
+	} broker[] = {
+	    {"capacity-bits", "abc", "a number 4096..2147483648, multiple of 512"},
+	    {"capacity-bits", "4097", "a number 4096..2147483648, multiple of 512"},
+	    {"capacity-bits", "3584", "a number 4096..2147483648, multiple of 512"},
+	    {"capacity-bits", "2147484160", "a number 4096..2147483648, multiple of 512"},
+	    {"capacity-bits", "-4096", "a number 4096..2147483648, multiple of 512"},
+	    {"capacity-bits", "+4096", "a number 4096..2147483648, multiple of 512"},
+	    {"capacity-bits", "0x1000", "a number 4096..2147483648, multiple of 512"},
+	    {"capacity-bits", "4096k", "a number 4096..2147483648, multiple of 512"},
+	    {"capacity-bits", "99999999999999999999999",
+	     "a number 4096..2147483648, multiple of 512"},
+	    {"capacity-bits", "", "a number 4096..2147483648, multiple of 512"},
+	    {"low-water-percent", "101", "a number 0..100"},
+	    {"high-water-percent", "-1", "a number 0..100"},
+	    {"high-water-percent", "50%", "a number 0..100"},
+	    {"seed-file", "relative/seed", "an absolute path, or nothing to disable the seed file"},
+	    {"credit-seed-file", "maybe", "yes, no, true, false, 1 or 0"},
+	    {"credit-seed-file", "", "yes, no, true, false, 1 or 0"},
+	    {"credit-seed-file", "2", "yes, no, true, false, 1 or 0"},
+	    {"seed-save-interval-sec", "0", "a number of seconds 1..604800"},
+	    {"seed-save-interval-sec", "604801", "a number of seconds 1..604800"},
+	    {"status-interval-sec", "0", "a number of seconds 1..86400"},
+	    {"status-interval-sec", "10s", "a number of seconds 1..86400"},
+	    {"max-sessions", "0", "a number 1..65536"},
+	    {"max-sessions", "65537", "a number 1..65536"},
+	    {"listen", "tcp://host:0",
+	     "tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH or vsock://CID[:PORT]"},
+	    {"listen", "unix:relative",
+	     "tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH or vsock://CID[:PORT]"},
+	    {"listen", "", "tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH or vsock://CID[:PORT]"},
+	};
+	static const struct {
+		const char *key, *value, *expected;
+	} user[] = {
+	    {"role", "", "a comma-separated list of source, sink, admin"},
+	    {"role", "Source", "a comma-separated list of source, sink, admin"},
+	    {"role", "source,,sink", "a comma-separated list of source, sink, admin"},
+	    {"role", "source,", "a comma-separated list of source, sink, admin"},
+	    {"role", "source sink", "a comma-separated list of source, sink, admin"},
+	    {"role", "root", "a comma-separated list of source, sink, admin"},
+	    {"key-file", "keys/a.key", "an absolute path"},
+	    {"key-file", "", "an absolute path"},
+	    {"unix-uid", "-1", "a uid or a user name"},
+	    {"unix-uid", "4294967295", "a uid or a user name"},
+	    {"unix-uid", "1000x", "a uid or a user name"},
+	    {"unix-gid", "4294967295", "a gid or a group name"},
+	    {"max-credit-per-byte", "9", "a number of bits 0..8"},
+	    {"max-credit-per-byte", "-0", "a number of bits 0..8"},
+	    {"quota-bits-per-hour", "-1", "a number of bits, 0 for no quota"},
+	    {"quota-bits-per-hour", "18446744073709551616", "a number of bits, 0 for no quota"},
+	};
+	char content[512], msg[512];
+
+	(void)state;
+	for (size_t i = 0; i < ELEMENTSOF(broker); i++) {
+		snprintf(content, sizeof(content), "; comment\n[broker]\n%s = %s\n", broker[i].key,
+		         broker[i].value);
+		snprintf(msg, sizeof(msg), "invalid value \"%s\" for %s: expected %s",
+		         broker[i].value, broker[i].key, broker[i].expected);
+		expect_error(content, 3, msg);
+	}
+	for (size_t i = 0; i < ELEMENTSOF(user); i++) {
+		snprintf(content, sizeof(content), "[broker]\n[user u1]\nunix-uid = 5\n%s = %s\n",
+		         user[i].key, user[i].value);
+		if (strcmp(user[i].key, "unix-uid") == 0)
+			snprintf(content, sizeof(content),
+			         "[broker]\n[user u1]\nrole = sink\n%s = %s\n", user[i].key,
+			         user[i].value);
+		snprintf(msg, sizeof(msg), "invalid value \"%s\" for %s: expected %s",
+		         user[i].value, user[i].key, user[i].expected);
+		expect_error(content, 4, msg);
+	}
+
+	expect_error("[user a]\nrole = sink\nunix-uid = no-such-user-eb-test\n", 3,
+	             "invalid value \"no-such-user-eb-test\" for unix-uid: no such user");
+	expect_error("[user a]\nrole = sink\nunix-gid = no-such-group-eb-test\n", 3,
+	             "invalid value \"no-such-group-eb-test\" for unix-gid: no such group");
+
+	expect_error("[broker]\nlisten = unix:/a\nlisten = tcp://h\nlisten = tcp://h:55225\n", 4,
+	             "invalid value \"tcp://h:55225\" for listen: this address is already listed");
+	{
+		char many[2048] = "[broker]\n";
+		for (int i = 1; i <= 17; i++) {
+			char l[64];
+			snprintf(l, sizeof(l), "listen = tcp://127.0.0.1:%d\n", i);
+			strcat(many, l);
+		}
+		expect_error(
+		    many, 18,
+		    "invalid value \"tcp://127.0.0.1:17\" for listen: too many listen addresses (at most 16)");
+	}
+}
+
+static void test_errors_validation(void **state)
+{
+	(void)state;
+	expect_error("[broker]\nlow-water-percent = 90\n", 2,
+	             "low-water-percent (90) must be below high-water-percent (90)");
+	expect_error(
+	    "[broker]\nhigh-water-percent = 50\nmax-sessions = 3\nlow-water-percent = 60\n", 4,
+	    "low-water-percent (60) must be below high-water-percent (50)");
+	expect_error("[broker]\nlow-water-percent = 60\nhigh-water-percent = 50\n", 3,
+	             "low-water-percent (60) must be below high-water-percent (50)");
+	expect_error("[broker]\n\n[user a]\nunix-uid = 3\n", 3,
+	             "[user a] has no role: expected role = source, sink or admin");
+	expect_error("[user a]\nrole = sink\nunix-uid = 3\n[user empty]\n", 4,
+	             "[user empty] has no role: expected role = source, sink or admin");
+	expect_error(
+	    "[user a]\nrole = sink\nunix-uid = 3\n\n[user b]\nrole = source\n"
+	    "max-credit-per-byte = 2\n",
+	    5, "[user b] has neither key-file nor unix-uid or unix-gid, so it could never connect");
+	expect_error("[user a]\nrole = sink\nunix-uid = 3\n[user b]\nrole = source\nunix-uid = 3\n",
+	             4, "[user b] has unix-uid 3, which [user a] on line 1 has already");
+	expect_error("[user a]\nrole = sink\nunix-gid = 7\n[user b]\nrole = source\nunix-gid = 7\n",
+	             4, "[user b] has unix-gid 7, which [user a] on line 1 has already");
+}
+
+static void test_unix_peer(void **state)
+{
+	_cleanup_(eb_conf_freep) struct eb_conf *conf = NULL;
+	const struct eb_user *u;
+
+	(void)state;
+	conf = load_ok("[user bygid]\nrole = sink\nunix-gid = 100\n"
+	               "[user byuid]\nrole = source\nunix-uid = 1000\n"
+	               "[user keyonly]\nrole = admin\nkey-file = /x\n");
+	u = eb_conf_find_unix_peer(conf, 1000, 100);
+	assert_non_null(u);
+	assert_string_equal(u->name, "byuid"); /* the uid wins over an earlier gid match */
+	u = eb_conf_find_unix_peer(conf, 1001, 100);
+	assert_non_null(u);
+	assert_string_equal(u->name, "bygid");
+	assert_null(eb_conf_find_unix_peer(conf, 0, 0));
+	assert_null(eb_conf_find_unix_peer(NULL, 0, 0));
+	assert_null(eb_conf_find_user(NULL, "x"));
+}
+
+static void test_keys(void **state)
+{
+	_cleanup_(eb_conf_freep) struct eb_conf *conf = NULL;
+	_cleanup_free_ char *error = NULL, *expected = NULL;
+	char ka[300], kb[300], content[1024];
+	const struct eb_user *u;
+	uint8_t want[EB_KEY_SIZE];
+
+	(void)state;
+	snprintf(ka, sizeof(ka), "%s/a.key", dir);
+	snprintf(kb, sizeof(kb), "%s/b.key", dir);
+	write_file(ka, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n", 0600);
+	(void)unlink(kb);
+	assert_int_equal(eb_key_generate(kb), 0);
+	assert_int_equal(eb_key_load(kb, want), 0);
+
+	snprintf(content, sizeof(content),
+	         "[user a]\nrole = source\nkey-file = %s\n"
+	         "[user b]\nrole = sink\nkey-file = %s\n"
+	         "[user local]\nrole = sink\nunix-uid = 1\n",
+	         ka, kb);
+	conf = load_ok(content);
+	assert_int_equal(eb_conf_load_keys(conf, &error), 0);
+	assert_null(error);
+	u = eb_conf_find_user(conf, "a");
+	assert_true(u->has_key);
+	assert_int_equal(u->key[0], 0x00);
+	assert_int_equal(u->key[15], 0xff);
+	u = eb_conf_find_user(conf, "b");
+	assert_true(u->has_key);
+	assert_memory_equal(u->key, want, EB_KEY_SIZE);
+	assert_false(eb_conf_find_user(conf, "local")->has_key);
+	conf = eb_conf_free(conf);
+
+	/* Too open. */
+	assert_int_equal(chmod(kb, 0640), 0);
+	conf = load_ok(content);
+	assert_int_equal(eb_conf_load_keys(conf, &error), -EPERM);
+	assert_true(asprintf(&expected,
+	                     "%s: [user b]: key file %s is readable by group or others; chmod 0600",
+	                     conf_path, kb) > 0);
+	assert_string_equal(error, expected);
+	conf = eb_conf_free(conf);
+	error = (free(error), NULL);
+	expected = (free(expected), NULL);
+
+	/* Malformed. */
+	write_file(kb, "not a key\n", 0600);
+	conf = load_ok(content);
+	assert_int_equal(eb_conf_load_keys(conf, &error), -EBADMSG);
+	assert_true(
+	    asprintf(
+		&expected,
+		"%s: [user b]: key file %s is not 64 hexadecimal digits and an optional newline",
+		conf_path, kb) > 0);
+	assert_string_equal(error, expected);
+	conf = eb_conf_free(conf);
+	error = (free(error), NULL);
+	expected = (free(expected), NULL);
+
+	/* Missing. */
+	assert_int_equal(unlink(kb), 0);
+	conf = load_ok(content);
+	assert_int_equal(eb_conf_load_keys(conf, &error), -ENOENT);
+	assert_true(asprintf(&expected,
+	                     "%s: [user b]: cannot read key file %s: No such file or directory",
+	                     conf_path, kb) > 0);
+	assert_string_equal(error, expected);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_defaults),      cmocka_unit_test(test_full),
+	    cmocka_unit_test(test_example),       cmocka_unit_test(test_errors_structure),
+	    cmocka_unit_test(test_errors_values), cmocka_unit_test(test_errors_validation),
+	    cmocka_unit_test(test_unix_peer),     cmocka_unit_test(test_keys),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
