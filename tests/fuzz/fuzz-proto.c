@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/* Fuzzes the wire protocol: frame parsing, message decoding, and the re-encoding round trip. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "proto.h"
+
+/* A few frames of the largest size are plenty; longer inputs only slow the fuzzer down. */
+#define INPUT_MAX (4 * EB_FRAME_MAX)
+
+/* Not assert(): this must hold in every build type, NDEBUG included. */
+#define check(expr)                                                                                \
+	do {                                                                                       \
+		if (!(expr)) {                                                                     \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);   \
+			abort();                                                                   \
+		}                                                                                  \
+	} while (0)
+
+static void check_msg(const struct eb_frame *f, const uint8_t *frame, size_t n)
+{
+	static uint8_t out[EB_FRAME_MAX];
+	struct eb_msg m;
+	char roles[64];
+	int r;
+
+	r = eb_msg_decode(f, &m);
+	if (r < 0) {
+		check(r == -EBADMSG);
+		return;
+	}
+	check(m.type == f->type);
+
+	/* A message the decoder accepts is one the encoder would write, byte for byte: there is
+	 * exactly one encoding of every message. */
+	r = eb_msg_encode(&m, out, sizeof(out));
+	check(r >= 0);
+	check((size_t)r == n);
+	check(memcmp(out, frame, n) == 0);
+	check(eb_msg_encode(&m, out, n - 1) == -ENOBUFS);
+
+	switch (m.type) {
+	case EB_MSG_HELLO:
+		check(strlen(m.hello.kind) <= EB_KIND_MAX);
+		check(eb_roles_to_string(m.hello.roles, roles, sizeof(roles))[0] != '\0');
+		break;
+	case EB_MSG_WELCOME:
+		check(strlen(m.welcome.user) <= EB_KIND_MAX);
+		check(eb_roles_to_string(m.welcome.roles, roles, sizeof(roles))[0] != '\0');
+		break;
+	case EB_MSG_PUT:
+		check(m.put.len >= 1 && m.put.len <= EB_DATA_MAX);
+		check(m.put.data == f->payload + 8);
+		check(m.put.credit_bits <= 8 * (uint64_t)m.put.len);
+		break;
+	case EB_MSG_DATA:
+		check(m.data.len <= EB_DATA_MAX);
+		check(m.data.bits <= 8 * (uint64_t)m.data.len);
+		break;
+	case EB_MSG_GET:
+		check(m.get.bits >= 8 && m.get.bits <= EB_DATA_MAX * 8 && m.get.bits % 8 == 0);
+		break;
+	case EB_MSG_ERROR:
+		check(eb_error_code_to_string(m.error.code));
+		check(strlen(m.error.text) <= EB_TEXT_MAX);
+		break;
+	case EB_MSG_PUT_ACK:
+	case EB_MSG_EMPTY:
+	case EB_MSG_SLEEP:
+	case EB_MSG_WAKE:
+	case EB_MSG_QUOTA:
+	case EB_MSG_STATUS_REQ:
+	case EB_MSG_STATUS:
+		break;
+	case _EB_MSG_MAX:
+	case _EB_MSG_INVALID:
+		check(!"decoded an invalid type");
+	}
+}
+
+/* Reads the header length without the codec, to check its -EAGAIN and -EMSGSIZE. */
+static void check_refusal(int r, const uint8_t *data, size_t size)
+{
+	size_t length;
+
+	if (size < EB_FRAME_HEADER_SIZE) {
+		check(r == -EAGAIN);
+		return;
+	}
+	length = (size_t)data[4] << 24 | (size_t)data[5] << 16 | (size_t)data[6] << 8 | data[7];
+	if (r == -EAGAIN)
+		check(length <= EB_FRAME_PAYLOAD_MAX && EB_FRAME_HEADER_SIZE + length > size);
+	if (r == -EMSGSIZE)
+		check(length > EB_FRAME_PAYLOAD_MAX);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size > INPUT_MAX)
+		return 0;
+
+	/* The input is a byte stream as a receive buffer would hold it: frames back to back. */
+	while (size > 0) {
+		struct eb_frame f;
+		size_t n;
+		int r;
+
+		r = eb_frame_parse(data, size, &f, &n);
+		if (r < 0) {
+			check(r == -EAGAIN || r == -EBADMSG || r == -EMSGSIZE);
+			check_refusal(r, data, size);
+			break;
+		}
+		check(n >= EB_FRAME_HEADER_SIZE && n <= size);
+		check(n == EB_FRAME_HEADER_SIZE + (size_t)f.length);
+		check(f.payload == data + EB_FRAME_HEADER_SIZE);
+		check(eb_msg_type_to_string(f.type));
+
+		check_msg(&f, data, n);
+
+		data += n;
+		size -= n;
+	}
+
+	return 0;
+}
