@@ -480,3 +480,24 @@ size_t eb_pool_export(struct eb_pool *pool, void *buf, size_t max_len, uint64_t 
 		*ret_bits = (uint64_t)n * BLOCK_BITS;
 	return (size_t)n * BLOCK_BYTES;
 }
+
+size_t eb_pool_restore(struct eb_pool *pool, const void *buf, size_t len, uint64_t *ret_bits)
+{
+	const uint8_t *in = buf;
+	uint32_t free_blocks, n, i;
+
+	assert(pool);
+	assert(buf || len == 0);
+
+	/* Credit waiting in the accumulator has a claim on free slots: leave it the slots it needs,
+	 * so that the room eb_pool_add() computes never goes negative. */
+	free_blocks = pool->nblocks - pool->held;
+	free_blocks -= MIN(free_blocks, (pool->acc_credit + BLOCK_CREDIT - 1) / BLOCK_CREDIT);
+	n = (uint32_t)MIN(len / BLOCK_BYTES, (size_t)free_blocks);
+	for (i = 0; i < n; i++)
+		memcpy(block_at(pool, pool->held + i), in + (size_t)i * BLOCK_BYTES, BLOCK_BYTES);
+	pool->held += n;
+	if (ret_bits)
+		*ret_bits = (uint64_t)n * BLOCK_BITS;
+	return (size_t)n * BLOCK_BYTES;
+}

@@ -55,3 +55,8 @@ uint64_t eb_pool_capacity(const struct eb_pool *pool); /* bits */
 /* Moves up to max_len bytes of pool content out for a seed file: full-entropy bytes that keep
  * their credit (8 bits each), taken from the level. Returns the byte count written to buf. */
 size_t eb_pool_export(struct eb_pool *pool, void *buf, size_t max_len, uint64_t *ret_bits);
+/* The inverse of eb_pool_export(), for a seed file saved by it: puts whole 64-byte full-entropy
+ * blocks from buf back as they are, each raising the level by 512, as far as there is room. They
+ * are not conditioned again (they already are full entropy), so a stop and a start keep the level.
+ * Returns the byte count taken (a multiple of 64); the caller mixes the rest in uncredited. */
+size_t eb_pool_restore(struct eb_pool *pool, const void *buf, size_t len, uint64_t *ret_bits);

@@ -494,6 +494,18 @@ static void run_random(uint64_t capacity, unsigned steps)
 			assert_memory_equal(out, ref, got);
 			out_bits += bits;
 			out_backing += bits + got / 64 * EB_POOL_OVERHEAD_BITS;
+			if (rnd(2) == 0) {
+				/* As after a restart: the blocks come back with their credit. */
+				size_t back = eb_pool_restore(p, out, got, &bits);
+				uint64_t room = m.capacity_blocks - m.n - (m.acc_credit > 0);
+
+				assert_int_equal(back, MIN(got, 64 * room));
+				assert_int_equal(bits, 8 * back);
+				for (size_t i = 0; i < back / 64; i++)
+					memcpy(m.blocks[(m.head + m.n++) % m.size], out + 64 * i,
+					       64);
+				in += back / 64 * 576;
+			}
 			break;
 		}
 		assert_int_equal(eb_pool_level(p), m.n * 512);
@@ -621,6 +633,48 @@ static void test_export(void **state)
 	assert_int_equal(eb_pool_level(p), 0);
 }
 
+static void test_restore(void **state)
+{
+	_cleanup_(pool_freep) struct eb_pool *p = NULL;
+	uint8_t data[3 * 72], saved[192], out[192], h[64];
+	uint64_t bits = 1, credited = 0;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 5 + 1);
+	assert_int_equal(eb_pool_new(4096, &p, NULL), 0);
+	assert_int_equal(eb_pool_add(p, data, sizeof(data), 3 * 576, NULL), 0);
+	assert_int_equal(eb_pool_export(p, saved, sizeof(saved), &bits), 192);
+	assert_int_equal(eb_pool_level(p), 0);
+
+	/* Whole blocks only, each back as it was. */
+	assert_int_equal(eb_pool_restore(p, saved, 63, &bits), 0);
+	assert_int_equal(bits, 0);
+	assert_int_equal(eb_pool_restore(p, saved, sizeof(saved), &bits), 192);
+	assert_int_equal(bits, 1536);
+	assert_int_equal(eb_pool_level(p), 1536);
+	fake_mode = FAKE_ZERO;
+	assert_int_equal(eb_pool_take_full(p, out, sizeof(out)), 0);
+	for (size_t i = 0; i < 3; i++) {
+		sha512(data + 72 * i, 72, h);
+		assert_memory_equal(out + 64 * i, h, 64);
+	}
+
+	/* Room: credit waiting in the accumulator keeps its slot. 5 * 576 + 100 bits make five
+	 * blocks and leave 100 waiting, so of 8 slots only 2 are free for restored blocks. */
+	assert_int_equal(eb_pool_add(p, data, sizeof(data), 3 * 576, NULL), 0);
+	assert_int_equal(eb_pool_add(p, data, 144, 2 * 576, NULL), 0);
+	assert_int_equal(eb_pool_add(p, data, 13, 100, NULL), 0);
+	assert_int_equal(eb_pool_level(p), 5 * 512);
+	assert_int_equal(eb_pool_restore(p, saved, sizeof(saved), NULL), 128);
+	assert_int_equal(eb_pool_level(p), 7 * 512);
+	assert_int_equal(eb_pool_add(p, data, sizeof(data), 8 * sizeof(data), &credited), 0);
+	assert_int_equal(credited, 576 - 100);
+	assert_int_equal(eb_pool_level(p), eb_pool_capacity(p));
+	assert_int_equal(eb_pool_restore(p, saved, sizeof(saved), &bits), 0);
+	assert_int_equal(bits, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -637,6 +691,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_drbg_mode, reset),
 	    cmocka_unit_test_setup(test_uncredited_mix, reset),
 	    cmocka_unit_test_setup(test_export, reset),
+	    cmocka_unit_test_setup(test_restore, reset),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
