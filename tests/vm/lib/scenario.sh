@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: MIT
+# shellcheck shell=bash
+# What a scenario script sources: vm_* from vm.sh plus verdict and requirement helpers.
+#
+# A scenario is tests/vm/scenarios/NAME.sh, run by tests/vm/run twice:
+#   EB_VM_PHASE=check  host-side requirement checks only (no VM yet); it must stop at
+#                      checks_done, which exits 0 in this phase. skip exits 77.
+#   EB_VM_PHASE=run    the same checks, then the test. Exit 0 = pass, 77 = skip, else fail.
+# Headers read by the runner:
+#   # order: NN         position in the default run (ascending)
+#   # vm: shared|own|none   shared: runs in the suite's VM (EB_VM_DIR is set and ready);
+#                       own: boots its own guests with vm_boot; none: host only.
+# The reason for a skip or a failure goes to $EB_VM_RESULT and is printed on the scenario's line.
+
+# shellcheck source=host.sh
+source "${EB_VM_LIB:?run scenarios through tests/vm/run}/host.sh"
+# shellcheck source=vm.sh
+source "$EB_VM_LIB/vm.sh"
+
+# Guests a scenario boots itself are stopped whatever happens.
+_EB_OWN_VMS=()
+_eb_scenario_exit() {
+	local d
+	_vm_agent_close
+	for d in "${_EB_OWN_VMS[@]}"; do vm_stop "$d"; done
+}
+trap _eb_scenario_exit EXIT
+
+skip() {
+	printf '%s\n' "$*" >"$EB_VM_RESULT"
+	echo "SKIP: $*"
+	exit 77
+}
+
+fail() {
+	printf '%s\n' "$*" >"$EB_VM_RESULT"
+	echo "FAIL: $*"
+	exit 1
+}
+
+step() { printf -- '-- %s\n' "$*"; }
+
+# The end of the requirement checks: in the check phase the scenario stops here.
+checks_done() {
+	[[ $EB_VM_PHASE == check ]] && exit 0
+	return 0
+}
+
+# installed PATH: is PATH (relative to /, e.g. usr/sbin/eb-brokerd or lib/systemd/system/x)
+# in the project's install tree? /lib, /bin and /sbin are folded into /usr as in the guest.
+installed() {
+	local p=${1#/}
+	case $p in
+	lib/* | bin/* | sbin/*) p=usr/$p ;;
+	esac
+	[[ -e $EB_VM_DESTDIR/$p ]]
+}
+
+# need PATH... -- REASON: skip with "PATH not installed: REASON" for the first missing PATH.
+need() {
+	local paths=() p
+	while (($#)) && [[ $1 != -- ]]; do
+		paths+=("$1")
+		shift
+	done
+	shift || true
+	for p in "${paths[@]}"; do
+		installed "$p" || skip "${p##*/} not installed: $*"
+	done
+}
+
+# program NAME: prints the guest path of an installed program, or fails (returns 1).
+program() {
+	local d
+	for d in usr/bin usr/sbin usr/libexec/entropy-broker usr/lib/entropy-broker; do
+		[[ -x $EB_VM_DESTDIR/$d/$1 ]] && {
+			printf '/%s/%s\n' "$d" "$1"
+			return 0
+		}
+	done
+	return 1
+}
+
+# need_program NAME REASON: skips unless program NAME is installed.
+need_program() {
+	program "$1" >/dev/null || skip "$1 not installed: $2"
+}
+
+# guest COMMAND...: vm_exec that fails the scenario (with the command's output) on non-zero.
+guest() {
+	local out rc=0
+	out=$(vm_exec "$@") || rc=$?
+	printf '%s\n' "$out"
+	((rc == 0)) || fail "guest command failed (rc=$rc): $* :: $(tail -n 3 <<<"$out" | tr '\n' ' ')"
+}
+
+# wait_guest SECONDS CONDITION: polls the guest-side shell CONDITION every 0.2 s; returns 1 on timeout.
+wait_guest() {
+	local secs=$1
+	shift
+	vm_exec -t "$((secs + 5))" "end=\$((SECONDS + $secs)); until { $*; } >/dev/null 2>&1; do
+		((SECONDS < end)) || exit 1; sleep 0.2; done"
+}
