@@ -26,6 +26,13 @@ _eb_scenario_exit() {
 }
 trap _eb_scenario_exit EXIT
 
+# Guest commands whose output helps explain a failure; run (once) when the scenario fails.
+_EB_DIAG=()
+diag() { _EB_DIAG+=("$*"); }
+
+# report LINE...: lines printed under the suite's results (tables, measurements).
+report() { printf '%s\n' "$@" | tee -a "$EB_VM_REPORT"; }
+
 skip() {
 	printf '%s\n' "$*" >"$EB_VM_RESULT"
 	echo "SKIP: $*"
@@ -33,8 +40,14 @@ skip() {
 }
 
 fail() {
+	local d diags=("${_EB_DIAG[@]}")
 	printf '%s\n' "$*" >"$EB_VM_RESULT"
 	echo "FAIL: $*"
+	_EB_DIAG=()
+	for d in "${diags[@]}"; do
+		echo "## diagnostics: $d"
+		vm_exec -t 30 "$d" || true
+	done
 	exit 1
 }
 
@@ -100,4 +113,19 @@ wait_guest() {
 	shift
 	vm_exec -t "$((secs + 5))" "end=\$((SECONDS + $secs)); until { $*; } >/dev/null 2>&1; do
 		((SECONDS < end)) || exit 1; sleep 0.2; done"
+}
+
+# broker_test_config: writes the guest broker's configuration for the scenarios (root over
+# unix: may donate, draw and ask; status every 5 s so the journal fills quickly). It takes
+# effect at the broker's next start.
+broker_test_config() {
+	guest "mkdir -p /etc/entropy-broker && cat >/etc/entropy-broker/eb-brokerd.conf <<'EOC'
+; written by tests/vm (scenario $EB_VM_SCENARIO)
+[broker]
+status-interval-sec = 5
+
+[user root]
+role = source, sink, admin
+unix-uid = 0
+EOC" >/dev/null
 }
