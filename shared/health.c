@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: MIT */
+/* SP 800-90B Repetition Count and Adaptive Proportion Tests, start-up test and quarantine. */
+#include "health.h"
+
+#include <assert.h>
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+
+#include "macro.h"
+
+int eb_health_rct_cutoff(double h_per_sample, unsigned alpha_log2, unsigned *ret)
+{
+	double c;
+
+	assert(ret);
+
+	/* Written so that NaN fails too. */
+	if (!(h_per_sample > 0 && h_per_sample <= EB_HEALTH_BITS_MAX))
+		return -EINVAL;
+	if (alpha_log2 == 0 || alpha_log2 > 64)
+		return -EINVAL;
+
+	/* A run of C identical samples has probability at most 2^(-H (C - 1)) for a source with H
+	 * bits of min-entropy per sample; C - 1 >= alpha_log2 / H makes that at most alpha. */
+	c = 1 + ceil((double)alpha_log2 / h_per_sample);
+	if (c > EB_HEALTH_CUTOFF_MAX)
+		return -ERANGE;
+
+	/* The quotient is rounded, so when alpha_log2 / H is within an ulp of an integer ceil() can
+	 * land one off. H (C - 1) in long double is exact (53 by 17 bits), so settle it there. */
+	while (c > 1 && (long double)h_per_sample * (c - 2) >= alpha_log2)
+		c--;
+	while ((long double)h_per_sample * (c - 1) < alpha_log2)
+		c++;
+
+	*ret = (unsigned)c;
+	return 0;
+}
+
+unsigned eb_health_apt_window(unsigned bits_per_sample)
+{
+	return bits_per_sample == 1 ? EB_HEALTH_APT_WINDOW_BINARY : EB_HEALTH_APT_WINDOW;
+}
+
+/* log(n!) without lgamma()'s global signgam, so that concurrent callers do not race. */
+static double log_factorial(unsigned n)
+{
+	int sign;
+
+	return lgamma_r((double)n + 1, &sign);
+}
+
+int eb_health_apt_cutoff(double h_per_sample, unsigned window, unsigned alpha_log2, unsigned *ret)
+{
+	double p, log_p, log_q, log_n, alpha, tail = 0;
+	unsigned n;
+
+	assert(ret);
+
+	if (!(h_per_sample > 0 && h_per_sample <= EB_HEALTH_BITS_MAX))
+		return -EINVAL;
+	if (alpha_log2 == 0 || alpha_log2 > 64)
+		return -EINVAL;
+	if (window < 2 || window > EB_HEALTH_CUTOFF_MAX)
+		return -EINVAL;
+
+	p = exp2(-h_per_sample);
+	if (!(p < 1))
+		return -ERANGE;
+
+	/* B - 1 = X ~ Binomial(n, p): the window's first sample is A by definition, each of the
+	 * other n = W - 1 matches it with probability at most p = 2^-H. The alarm is B >= C, i.e.
+	 * X >= C - 1, so we want the smallest k = C - 1 with P(X >= k) <= alpha. Summing the
+	 * upper tail from its far end adds the small terms first, and each term is formed in log
+	 * space so that neither the binomial coefficient nor p^k over- or underflows on the way. */
+	n = window - 1;
+	log_p = log(p);
+	log_q = log1p(-p);
+	log_n = log_factorial(n);
+	alpha = ldexp(1, -(int)alpha_log2);
+
+	for (unsigned k = n + 1; k-- > 0;) {
+		double log_term =
+		    log_n - log_factorial(k) - log_factorial(n - k) + k * log_p + (n - k) * log_q;
+
+		tail += exp(log_term); /* now P(X >= k) */
+		if (tail > alpha) {
+			/* P(X >= k + 1) <= alpha < P(X >= k): the X cutoff is k + 1, B's is k + 2.
+			 */
+			unsigned c = k + 2;
+
+			/* B never exceeds W: a cutoff above it is a test that cannot fire. */
+			if (c > window)
+				return -ERANGE;
+			*ret = c;
+			return 0;
+		}
+	}
+
+	/* The whole distribution sums to 1 > alpha, so the loop returns; rounding cannot get here
+	 * with alpha <= 1/2. */
+	return -ERANGE;
+}
+
+static void restart(struct eb_health *h)
+{
+	/* A restart runs the start-up test again from scratch: both tests forget what they saw, so
+	 * that the clean samples that re-admit the source are judged on their own. */
+	h->rct_count = 0;
+	h->apt_pos = 0;
+	h->apt_count = 0;
+	h->clean = 0;
+}
+
+int eb_health_init(struct eb_health *h, double h_per_sample, unsigned bits_per_sample)
+{
+	unsigned rct, apt, window;
+	int r;
+
+	assert(h);
+
+	if (bits_per_sample < 1 || bits_per_sample > EB_HEALTH_BITS_MAX)
+		return -EINVAL;
+	if (!(h_per_sample > 0 && h_per_sample <= bits_per_sample))
+		return -EINVAL;
+
+	r = eb_health_rct_cutoff(h_per_sample, EB_HEALTH_ALPHA_LOG2, &rct);
+	if (r < 0)
+		return r;
+	window = eb_health_apt_window(bits_per_sample);
+	r = eb_health_apt_cutoff(h_per_sample, window, EB_HEALTH_ALPHA_LOG2, &apt);
+	if (r < 0)
+		return r;
+
+	*h = (struct eb_health){
+	    .h = h_per_sample,
+	    .bits = bits_per_sample,
+	    .rct_cutoff = rct,
+	    .apt_window = window,
+	    .apt_cutoff = apt,
+	    .state = EB_HEALTH_STARTUP,
+	};
+	return 0;
+}
+
+static void alarm_raise(struct eb_health *h, enum eb_health_test test, unsigned cutoff,
+                        unsigned count, uint8_t value)
+{
+	if (h->state == EB_HEALTH_FAILED) {
+		/* Still the same episode: keep the alarm that opened it. */
+		h->failure.alarms++;
+	} else {
+		h->failure = (struct eb_health_failure){
+		    .test = test,
+		    .cutoff = cutoff,
+		    .count = count,
+		    .value = value,
+		    .sample = h->samples,
+		    .alarms = 1,
+		};
+		h->episodes++;
+		h->state = EB_HEALTH_FAILED;
+	}
+	restart(h);
+}
+
+enum verdict {
+	VERDICT_HOLD,   /* passed, but the start-up test is still running */
+	VERDICT_CREDIT, /* passed in state OK */
+	VERDICT_ALARM,  /* a test fired */
+};
+
+/* Tests one sample, exactly as SP 800-90B states the tests. The fast path below must agree with
+ * this sample for sample. */
+static enum verdict step(struct eb_health *h, uint8_t x)
+{
+	if (h->apt_pos == 0) {
+		h->apt_value = x;
+		h->apt_count = 0;
+	}
+	h->apt_count += x == h->apt_value;
+	if (++h->apt_pos == h->apt_window)
+		h->apt_pos = 0;
+
+	h->rct_count = x == h->rct_value ? h->rct_count + 1 : 1;
+	h->rct_value = x;
+
+	/* When both fire on the same sample the RCT is named: a stuck source is the likelier story,
+	 * and its count is the more telling one. */
+	if (h->rct_count >= h->rct_cutoff) {
+		alarm_raise(h, EB_HEALTH_TEST_RCT, h->rct_cutoff, h->rct_count, x);
+		h->samples++;
+		return VERDICT_ALARM;
+	}
+	if (h->apt_count >= h->apt_cutoff) {
+		alarm_raise(h, EB_HEALTH_TEST_APT, h->apt_cutoff, h->apt_count, h->apt_value);
+		h->samples++;
+		return VERDICT_ALARM;
+	}
+
+	h->samples++;
+	switch (h->state) {
+	case EB_HEALTH_OK:
+		return VERDICT_CREDIT;
+	case EB_HEALTH_STARTUP:
+	case EB_HEALTH_FAILED:
+		/* The sample that completes the start-up test is not credited itself: credit starts
+		 * with the first sample tested in state OK. */
+		if (++h->clean == EB_HEALTH_STARTUP_SAMPLES)
+			h->state = EB_HEALTH_OK;
+		return VERDICT_HOLD;
+	case _EB_HEALTH_STATE_MAX:
+	case _EB_HEALTH_STATE_INVALID:
+		break;
+	}
+	assert(!"bad health state");
+	return VERDICT_HOLD;
+}
+
+/* Runs both tests over m samples that lie within one APT window and, unless the state is OK,
+ * within the running start-up test, without branches that depend on the data: random bits
+ * would mispredict half of them. If no alarm would fire, commits and returns true; otherwise
+ * leaves h untouched for step() to replay the samples and find the exact one. */
+static bool scan(struct eb_health *h, const uint8_t *s, size_t m)
+{
+	uint8_t last = h->rct_value, a = h->apt_pos == 0 ? s[0] : h->apt_value;
+	unsigned run = h->rct_count, b = h->apt_pos == 0 ? 0 : h->apt_count, top = 0;
+
+	for (size_t i = 0; i < m; i++) {
+		uint8_t x = s[i];
+
+		run = x == last ? run + 1 : 1;
+		last = x;
+		top = MAX(top, run);
+		b += x == a;
+	}
+
+	/* The APT count only grows within a window, so its final value decides. */
+	if (top >= h->rct_cutoff || b >= h->apt_cutoff)
+		return false;
+
+	h->rct_value = last;
+	h->rct_count = run;
+	h->apt_value = a;
+	h->apt_count = b;
+	h->apt_pos = (unsigned)((h->apt_pos + m) % h->apt_window);
+	h->samples += m;
+	return true;
+}
+
+int eb_health_feed(struct eb_health *h, const uint8_t *samples, size_t n, size_t *ret_ok)
+{
+	size_t ok = 0;
+
+	assert(h);
+	assert(samples || n == 0);
+
+	if (h->bits < 1 || h->bits > EB_HEALTH_BITS_MAX)
+		return -EINVAL; /* never initialised */
+
+	/* Checked before anything is tested so that a bad buffer leaves no trace. The OR folds
+	 * into a vector loop and costs a fraction of the tests themselves. */
+	if (h->bits < 8) {
+		uint8_t all = 0;
+
+		for (size_t i = 0; i < n; i++)
+			all |= samples[i];
+		if (all >> h->bits)
+			return -EDOM;
+	}
+
+	for (size_t i = 0; i < n;) {
+		size_t m = MIN(n - i, (size_t)(h->apt_window - h->apt_pos));
+
+		if (h->state != EB_HEALTH_OK)
+			m = MIN(m, (size_t)(EB_HEALTH_STARTUP_SAMPLES - h->clean));
+
+		if (scan(h, samples + i, m)) {
+			if (h->state == EB_HEALTH_OK)
+				ok += m;
+			else if ((h->clean += (unsigned)m) == EB_HEALTH_STARTUP_SAMPLES)
+				h->state = EB_HEALTH_OK;
+		} else {
+			for (size_t j = 0; j < m; j++)
+				switch (step(h, samples[i + j])) {
+				case VERDICT_HOLD:
+					break;
+				case VERDICT_CREDIT:
+					ok++;
+					break;
+				case VERDICT_ALARM:
+					/* What this call tested before the alarm led up to it. */
+					ok = 0;
+					break;
+				}
+		}
+		i += m;
+	}
+
+	h->credited += ok;
+	if (ret_ok)
+		*ret_ok = ok;
+	return 0;
+}
+
+enum eb_health_state eb_health_get_state(const struct eb_health *h)
+{
+	assert(h);
+	return h->state;
+}
+
+int eb_health_get_failure(const struct eb_health *h, struct eb_health_failure *ret)
+{
+	assert(h);
+	assert(ret);
+
+	if (h->episodes == 0)
+		return -ENODATA;
+	*ret = h->failure;
+	return 0;
+}
+
+static const char *const state_table[_EB_HEALTH_STATE_MAX] = {
+    [EB_HEALTH_STARTUP] = "startup",
+    [EB_HEALTH_OK] = "ok",
+    [EB_HEALTH_FAILED] = "failed",
+};
+
+static const char *const test_table[_EB_HEALTH_TEST_MAX] = {
+    [EB_HEALTH_TEST_RCT] = "repetition-count",
+    [EB_HEALTH_TEST_APT] = "adaptive-proportion",
+};
+
+const char *eb_health_state_to_string(enum eb_health_state s)
+{
+	if (s < 0 || s >= _EB_HEALTH_STATE_MAX)
+		return NULL;
+	return state_table[s];
+}
+
+const char *eb_health_test_to_string(enum eb_health_test t)
+{
+	if (t < 0 || t >= _EB_HEALTH_TEST_MAX)
+		return NULL;
+	return test_table[t];
+}

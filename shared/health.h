@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/* SP 800-90B continuous health tests (section 4.4) on a source's raw samples, with the start-up
+ * test and the quarantine that decides which samples may be credited. Pure: no I/O, no clock, no
+ * allocation; the state is embedded by value in its owner. */
+#pragma once
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* False-positive probability of each test, as -log2(alpha). SP 800-90B recommends alpha in
+ * [2^-40, 2^-20]; the lax end keeps the tests quick to catch a source that has gone bad. */
+#define EB_HEALTH_ALPHA_LOG2 20u
+
+/* Samples are at most a byte wide and are passed one per byte, as NIST's assessment tool reads
+ * them, so that a --dump-raw capture is tested by exactly the bytes we tested. */
+#define EB_HEALTH_BITS_MAX 8u
+
+/* The APT window (SP 800-90B 4.4.2): 1024 for binary samples, 512 for everything else. */
+#define EB_HEALTH_APT_WINDOW_BINARY 1024u
+#define EB_HEALTH_APT_WINDOW        512u
+
+/* The start-up test (SP 800-90B 4.3) is both tests over this many consecutive samples with no
+ * alarm. It is also the re-admission test after a failure: a whole number of APT windows, so
+ * passing it means at least one full, clean window of each kind. */
+#define EB_HEALTH_STARTUP_SAMPLES 1024u
+
+/* Ceiling on any cutoff: an RCT cutoff above it means an H so small the source is worthless. */
+#define EB_HEALTH_CUTOFF_MAX 65536u
+
+enum eb_health_state {
+	EB_HEALTH_STARTUP, /* the start-up test has not passed yet; nothing is credited */
+	EB_HEALTH_OK,      /* tests passing; samples are credited */
+	EB_HEALTH_FAILED,  /* a test fired; nothing is credited until the start-up test passes again
+	                    */
+	_EB_HEALTH_STATE_MAX,
+	_EB_HEALTH_STATE_INVALID = -EINVAL,
+};
+
+enum eb_health_test {
+	EB_HEALTH_TEST_RCT, /* Repetition Count Test, SP 800-90B 4.4.1 */
+	EB_HEALTH_TEST_APT, /* Adaptive Proportion Test, SP 800-90B 4.4.2 */
+	_EB_HEALTH_TEST_MAX,
+	_EB_HEALTH_TEST_INVALID = -EINVAL,
+};
+
+/* The alarm that put the source into quarantine: the first one of the current (or last)
+ * failure episode, so a log line names what tripped, not the latest repeat. */
+struct eb_health_failure {
+	enum eb_health_test test;
+	unsigned cutoff; /* the test's cutoff */
+	unsigned count;  /* the count it reached; tests fire the moment it reaches the cutoff */
+	uint8_t value;   /* the sample value repeated (RCT) or over-represented (APT) */
+	uint64_t
+	    sample; /* 0-based index, counted from eb_health_init(), of the sample that fired */
+	uint64_t alarms; /* alarms in this episode; a stuck source keeps raising them */
+};
+
+/* All fields are read-only outside health.c. */
+struct eb_health {
+	/* Fixed by eb_health_init(). */
+	double h;            /* claimed min-entropy per sample, bits */
+	unsigned bits;       /* bits per sample, 1..8 */
+	unsigned rct_cutoff; /* RCT fires when a value repeats this many times in a row */
+	unsigned apt_window;
+	unsigned apt_cutoff; /* APT fires when a window's first value occurs this many times */
+
+	uint8_t rct_value;
+	unsigned rct_count; /* length of the current run; 0 after a restart */
+	uint8_t apt_value;  /* the window's first sample */
+	unsigned apt_count; /* occurrences of apt_value so far in the window, itself included */
+	unsigned apt_pos;   /* samples seen in the window; 0 means the next sample opens one */
+
+	enum eb_health_state state;
+	unsigned clean; /* alarm-free samples into the running start-up test */
+
+	uint64_t samples;  /* tested since init */
+	uint64_t credited; /* of which creditable (summed ret_ok) */
+	uint64_t episodes; /* times the state went to FAILED from STARTUP or OK */
+	struct eb_health_failure failure;
+};
+
+/* Prepares h for a source whose samples are bits_per_sample (1..8) wide and carry h_per_sample
+ * bits of min-entropy each (0 < H <= bits_per_sample). -EINVAL for values outside those ranges,
+ * -ERANGE when H is so small that a cutoff passes EB_HEALTH_CUTOFF_MAX or the APT could never
+ * fire. The state starts at EB_HEALTH_STARTUP. */
+int eb_health_init(struct eb_health *h, double h_per_sample, unsigned bits_per_sample);
+
+/* Runs both tests on n samples, one per byte. *ret_ok is how many of them may be credited:
+ * samples tested in state OK, not counting any before the last alarm of this call (they led up to
+ * it). A caller that conditions the whole buffer credits *ret_ok x H bits for it. -EDOM when a
+ * sample has bits above bits_per_sample; h is unchanged then. */
+int eb_health_feed(struct eb_health *h, const uint8_t *samples, size_t n, size_t *ret_ok);
+
+enum eb_health_state eb_health_get_state(const struct eb_health *h);
+
+/* Copies the alarm that opened the current or last failure episode; -ENODATA if none has. */
+int eb_health_get_failure(const struct eb_health *h, struct eb_health_failure *ret);
+
+/* Cutoffs for a false-positive probability of 2^-alpha_log2, pure functions of their arguments:
+ *   RCT: C = 1 + ceil(alpha_log2 / H)                                     (SP 800-90B 4.4.1)
+ *   APT: the smallest C with P(B >= C) <= alpha, where B = 1 + Binomial(W - 1, 2^-H) counts the
+ *        window's first sample and its repeats among the other W - 1,     (SP 800-90B 4.4.2)
+ *        i.e. C = 2 + CRITBINOM(W - 1, 2^-H, 1 - alpha).
+ * The APT form is exact; the spec's printed 1 + CRITBINOM(W, 2^-H, 1 - alpha) is one lower for
+ * some H (e.g. W = 512, H = 2: 177 vs 178) and then exceeds alpha, by up to a factor of 3. */
+int eb_health_rct_cutoff(double h_per_sample, unsigned alpha_log2, unsigned *ret);
+int eb_health_apt_cutoff(double h_per_sample, unsigned window, unsigned alpha_log2, unsigned *ret);
+unsigned eb_health_apt_window(unsigned bits_per_sample);
+
+const char *eb_health_state_to_string(enum eb_health_state s);
+const char *eb_health_test_to_string(enum eb_health_test t);
