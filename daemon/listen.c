@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,13 @@ int listeners_open(struct broker *b, char **uris, unsigned n_uris)
 				log_error("File descriptor %d (\"%s\") passed by systemd is not a listening stream socket",
 					  fd, name);
 				r = -EBADF;
+				goto done;
+			}
+			/* systemd hands sockets over blocking; accepting in batches needs them not
+			 * to be, or the last accept() of a batch would wait for a new peer. */
+			r = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+			if (r < 0) {
+				r = log_error_errno(errno, "Failed to make socket \"%s\" non-blocking: %m", name);
 				goto done;
 			}
 			r = fd_is_tls(fd, name, &tls);

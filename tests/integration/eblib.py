@@ -1,0 +1,265 @@
+# SPDX-License-Identifier: MIT
+"""Helpers for the integration tests: a broker under systemd-socket-activate, keys, clients,
+and a raw protocol client for the unix socket (to send what our own clients never would)."""
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.environ.get("EB_BUILD_DIR") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+SKIP = 77
+
+MSG = {"HELLO": 1, "WELCOME": 2, "PUT": 3, "PUT_ACK": 4, "GET": 5, "DATA": 6, "EMPTY": 7,
+       "SLEEP": 8, "WAKE": 9, "QUOTA": 10, "ERROR": 11, "STATUS_REQ": 12, "STATUS": 13}
+ROLE_SOURCE, ROLE_SINK, ROLE_ADMIN = 1, 2, 4
+
+
+def prog(name):
+    for sub in ("daemon", "sources", "sinks", "tools"):
+        p = os.path.join(BUILD, sub, name)
+        if os.path.exists(p):
+            return p
+    raise FileNotFoundError(name)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def need(tool):
+    if shutil.which(tool) is None:
+        print(f"SKIP: needs {tool}")
+        sys.exit(SKIP)
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failure(what)
+    print(f"ok - {what}")
+
+
+class Broker:
+    """A broker started the way systemd starts it: socket-activated, with named fds."""
+
+    def __init__(self, users, broker_extra="", activate=True, tmp=None):
+        need("systemd-socket-activate")
+        self.tmp = tmp or tempfile.mkdtemp(prefix="eb-it-")
+        # Raw clients connect as other uids; they must reach the socket to be refused by it.
+        os.chmod(self.tmp, 0o755)
+        self.port = free_port()
+        self.sock = os.path.join(self.tmp, "broker.sock")
+        self.log = os.path.join(self.tmp, "broker.log")
+        self.seed = os.path.join(self.tmp, "seed")
+        self.keys = {}
+        self.activate = activate
+        conf = ["[broker]", "capacity-bits = 1048576", f"seed-file = {self.seed}",
+                "status-interval-sec = 3600"]
+        conf += [l for l in broker_extra.strip().splitlines() if l.strip()]
+        for name, u in users.items():
+            conf.append(f"[user {name}]")
+            conf.append(f"role = {u['role']}")
+            if u.get("key", True):
+                path = os.path.join(self.tmp, f"{name}.key")
+                write_key(path)
+                self.keys[name] = path
+                conf.append(f"key-file = {path}")
+            for k in ("unix-uid", "unix-gid", "max-credit-per-byte", "quota-bits-per-hour"):
+                if k in u:
+                    conf.append(f"{k} = {u[k]}")
+        self.conf = os.path.join(self.tmp, "eb-brokerd.conf")
+        with open(self.conf, "w") as f:
+            f.write("\n".join(conf) + "\n")
+        self.proc = None
+
+    def start(self):
+        env = dict(os.environ, EB_LOG_TARGET="console")
+        # The socket's appearance says the new broker (or its activator) listens: clear the
+        # last one's first.
+        if os.path.exists(self.sock):
+            os.unlink(self.sock)
+        self.logf = open(self.log, "ab")
+        if self.activate:
+            cmd = ["systemd-socket-activate", "-l", f"127.0.0.1:{self.port}", "-l", self.sock,
+                   "--fdname=tcp:unix", prog("eb-brokerd"), "-c", self.conf]
+        else:
+            cmd = [prog("eb-brokerd"), "-c", self.conf, "-l", f"tcp://127.0.0.1:{self.port}",
+                   "-l", f"unix:{self.sock}"]
+        self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=self.logf, env=env)
+        deadline = time.time() + 10
+        while not os.path.exists(self.sock):
+            if time.time() > deadline or self.proc.poll() is not None:
+                raise Failure("broker did not come up: " + self.read_log())
+            time.sleep(0.02)
+        # As SocketMode=0666 in eb-brokerd.socket: any local peer may connect; the broker
+        # decides by its uid who it is.
+        os.chmod(self.sock, 0o666)
+        return self
+
+    @property
+    def tcp(self):
+        return f"tcp://127.0.0.1:{self.port}"
+
+    @property
+    def unix(self):
+        return f"unix:{self.sock}"
+
+    def read_log(self):
+        try:
+            with open(self.log, errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def wait_log(self, text, timeout=10):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if text in self.read_log():
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        rc = self.proc.returncode if self.proc else None
+        self.proc = None
+        if getattr(self, "logf", None):
+            self.logf.close()
+        return rc
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def status(self, user="admin"):
+        out = run([prog("eb-brokerctl"), "-b", self.tcp, "-u", user, "-k", self.keys[user],
+                   "status", "--json"], check=True)
+        return json.loads(out.stdout)
+
+    def cleanup(self):
+        self.stop(signal.SIGKILL)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def write_key(path):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32) + "\n")
+
+
+def run(cmd, check=False, timeout=60, **kw):
+    p = subprocess.run(cmd, capture_output=True, timeout=timeout, **kw)
+    if check and p.returncode != 0:
+        raise Failure(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.decode(errors='replace')}")
+    return p
+
+
+def donate(broker, user, data_path, credit=8, extra=(), uri=None):
+    return run([prog("eb-source-file"), "-b", uri or broker.tcp, "-u", user, "-k",
+                broker.keys[user], f"--credit-per-byte={credit}", *extra, data_path])
+
+
+def draw(broker, user, n, uri=None, extra=()):
+    uri = uri or broker.tcp
+    # Over unix: the broker knows the peer by its uid; no user or key is needed.
+    auth = [] if uri.startswith("unix:") else ["-u", user, "-k", broker.keys[user]]
+    return run([prog("eb-sink-file"), "-b", uri, *auth, "--bytes", str(n), "--timeout", "20",
+                *extra])
+
+
+class Raw:
+    """A raw protocol client over the unix socket, optionally as another uid."""
+
+    def __init__(self, path, uid=None):
+        if uid is not None:
+            # Connect from a child that dropped to uid, then take its socket.
+            a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    os.setgid(uid)
+                    os.setuid(uid)
+                    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    s.connect(path)
+                    socket.send_fds(b, [b"x"], [s.fileno()])
+                finally:
+                    os._exit(0)
+            a.settimeout(5)
+            try:
+                _, fds, _, _ = socket.recv_fds(a, 1, 1)
+            finally:
+                os.waitpid(pid, 0)
+            if not fds:
+                raise Failure(f"could not connect to {path} as uid {uid}")
+            self.s = socket.socket(fileno=fds[0])
+            a.close()
+            b.close()
+        else:
+            self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.s.connect(path)
+        self.s.settimeout(5)
+
+    def send(self, mtype, payload=b"", flags=0, reserved=0):
+        self.s.sendall(struct.pack(">BBHI", mtype, flags, reserved, len(payload)) + payload)
+
+    def hello(self, roles, kind=b"raw"):
+        self.send(MSG["HELLO"], struct.pack(">HBBIH", 1, roles, 0, 0, len(kind)) + kind)
+        return self.recv()
+
+    def recv(self):
+        hdr = self._exact(8)
+        if hdr is None:
+            return None, b""
+        t, _, _, n = struct.unpack(">BBHI", hdr)
+        return t, self._exact(n) or b""
+
+    def _exact(self, n):
+        buf = b""
+        while len(buf) < n:
+            try:
+                chunk = self.s.recv(n - len(buf))
+            except (ConnectionResetError, socket.timeout):
+                return None
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+
+    def closed(self):
+        try:
+            return self.s.recv(1) == b""
+        except (ConnectionResetError, socket.timeout):
+            return True
+
+    def close(self):
+        self.s.close()
+
+
+def main(test):
+    """Runs test(), prints a TAP-ish verdict, exits 0, 1 or 77."""
+    try:
+        test()
+    except Failure as e:
+        print(f"not ok - {e}")
+        sys.exit(1)
+    print("PASS")
+    sys.exit(0)
