@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+#include "broker.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -9,7 +11,6 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
-#include "broker.h"
 #include "conn.h"
 #include "log.h"
 #include "pool.h"
@@ -19,15 +20,15 @@
 #include "tls.h"
 
 /* Journal message IDs; docs/catalog/entropy-broker.catalog explains each. */
-#define MSGID_STATUS  "d13ada50fb8f442fa4b17753c4d07182"
-#define MSGID_EMPTY   "920903174bf44f4ea5d1618a32e772c1"
-#define MSGID_LOW     "5dd456dd5ca94692b6dcddb20bb2033d"
-#define MSGID_NORMAL  "e4817e771f8e41dc87b4421dcbc1bab2"
-#define MSGID_HIGH    "0a5ce97308b5492992b15d3855fcddd4"
-#define MSGID_FULL    "104d8d93cda5411f8b5ac528c359f748"
-#define MSGID_START   "0b5326000d994ea7810c664f2154854b"
-#define MSGID_STOP    "266ae99641f74b32bce03b5590f15e6b"
-#define MSGID_SEED    "a44d62412b8e4ee4831c3e16a6d5b02d"
+#define MSGID_STATUS "d13ada50fb8f442fa4b17753c4d07182"
+#define MSGID_EMPTY  "920903174bf44f4ea5d1618a32e772c1"
+#define MSGID_LOW    "5dd456dd5ca94692b6dcddb20bb2033d"
+#define MSGID_NORMAL "e4817e771f8e41dc87b4421dcbc1bab2"
+#define MSGID_HIGH   "0a5ce97308b5492992b15d3855fcddd4"
+#define MSGID_FULL   "104d8d93cda5411f8b5ac528c359f748"
+#define MSGID_START  "0b5326000d994ea7810c664f2154854b"
+#define MSGID_STOP   "266ae99641f74b32bce03b5590f15e6b"
+#define MSGID_SEED   "a44d62412b8e4ee4831c3e16a6d5b02d"
 
 /* Zone changes are logged at most this often, so that a pool hovering at a threshold under
  * heavy traffic does not flood the journal; the periodic status line reports the rest. */
@@ -121,11 +122,11 @@ static enum pool_zone current_zone(const struct broker *b)
 static void format_fields(struct broker *b, const char *msgid, char *buf, size_t size)
 {
 	snprintf(buf, size,
-		 "MESSAGE_ID=%s\nEB_POOL_BITS=%" PRIu64 "\nEB_POOL_CAPACITY_BITS=%" PRIu64
-		 "\nEB_POOL_ZONE=%s\nEB_SOURCES=%u\nEB_SINKS=%u\nEB_BITS_IN=%" PRIu64
-		 "\nEB_BITS_OUT=%" PRIu64,
-		 msgid, eb_pool_level(b->pool), eb_pool_capacity(b->pool), zone_name(b->zone),
-		 b->n_sources, b->n_sinks, b->bits_in, b->bits_out);
+	         "MESSAGE_ID=%s\nEB_POOL_BITS=%" PRIu64 "\nEB_POOL_CAPACITY_BITS=%" PRIu64
+	         "\nEB_POOL_ZONE=%s\nEB_SOURCES=%u\nEB_SINKS=%u\nEB_BITS_IN=%" PRIu64
+	         "\nEB_BITS_OUT=%" PRIu64,
+	         msgid, eb_pool_level(b->pool), eb_pool_capacity(b->pool), zone_name(b->zone),
+	         b->n_sources, b->n_sinks, b->bits_in, b->bits_out);
 }
 
 static void log_pool(struct broker *b, int level, const char *msgid, const char *what)
@@ -135,11 +136,11 @@ static void log_pool(struct broker *b, int level, const char *msgid, const char 
 
 	format_fields(b, msgid, fields, sizeof(fields));
 	log_struct(level, fields,
-		   "%s: %" PRIu64 " of %" PRIu64 " bits (%u%%), %u source%s, %u sink%s, %" PRIu64
-		   " bits in, %" PRIu64 " bits out",
-		   what, bits, cap, (unsigned)(bits * 100 / cap), b->n_sources,
-		   b->n_sources == 1 ? "" : "s", b->n_sinks, b->n_sinks == 1 ? "" : "s", b->bits_in,
-		   b->bits_out);
+	           "%s: %" PRIu64 " of %" PRIu64 " bits (%u%%), %u source%s, %u sink%s, %" PRIu64
+	           " bits in, %" PRIu64 " bits out",
+	           what, bits, cap, (unsigned)(bits * 100 / cap), b->n_sources,
+	           b->n_sources == 1 ? "" : "s", b->n_sinks, b->n_sinks == 1 ? "" : "s", b->bits_in,
+	           b->bits_out);
 }
 
 static void tell_sources(struct broker *b, enum eb_msg_type type)
@@ -149,7 +150,8 @@ static void tell_sources(struct broker *b, enum eb_msg_type type)
 	for (struct session *s = b->sessions; s; s = s->next) {
 		if (s->state != SESSION_READY || !(s->roles & EB_ROLE_SOURCE))
 			continue;
-		if ((type == EB_MSG_SLEEP) == s->asleep || !session_has_room(s, EB_FRAME_HEADER_SIZE + 8))
+		if ((type == EB_MSG_SLEEP) == s->asleep ||
+		    !session_has_room(s, EB_FRAME_HEADER_SIZE + 8))
 			continue;
 		(void)session_send(s, &m);
 		s->asleep = type == EB_MSG_SLEEP;
@@ -198,14 +200,14 @@ void broker_mark_status(struct broker *b)
 void broker_fill_status(struct broker *b, struct eb_msg_status *ret)
 {
 	*ret = (struct eb_msg_status){
-		.pool_bits = eb_pool_level(b->pool),
-		.capacity_bits = eb_pool_capacity(b->pool),
-		.bits_in = b->bits_in,
-		.bits_out = b->bits_out,
-		.bytes_drbg = b->bytes_drbg,
-		.sources = b->n_sources,
-		.sinks = b->n_sinks,
-		.uptime_s = (uint32_t)((broker_now(b) - b->start_usec) / 1000000),
+	    .pool_bits = eb_pool_level(b->pool),
+	    .capacity_bits = eb_pool_capacity(b->pool),
+	    .bits_in = b->bits_in,
+	    .bits_out = b->bits_out,
+	    .bytes_drbg = b->bytes_drbg,
+	    .sources = b->n_sources,
+	    .sinks = b->n_sinks,
+	    .uptime_s = (uint32_t)((broker_now(b) - b->start_usec) / 1000000),
 	};
 }
 
@@ -215,9 +217,9 @@ static void notify_status(struct broker *b)
 
 	b->status_dirty = false;
 	(void)sd_notifyf(false,
-			 "STATUS=Pool %" PRIu64 "/%" PRIu64 " bits (%u%%), %u source%s, %u sink%s",
-			 bits, cap, (unsigned)(bits * 100 / cap), b->n_sources,
-			 b->n_sources == 1 ? "" : "s", b->n_sinks, b->n_sinks == 1 ? "" : "s");
+	                 "STATUS=Pool %" PRIu64 "/%" PRIu64 " bits (%u%%), %u source%s, %u sink%s",
+	                 bits, cap, (unsigned)(bits * 100 / cap), b->n_sources,
+	                 b->n_sources == 1 ? "" : "s", b->n_sinks, b->n_sinks == 1 ? "" : "s");
 }
 
 static int on_notify_timer(sd_event_source *src, uint64_t usec, void *userdata)
@@ -248,10 +250,12 @@ static void save_seed(struct broker *b, bool drain)
 		return;
 	r = eb_seedfile_save(b->conf->seed_file, b->pool, drain, &bits);
 	if (r < 0)
-		log_warning_errno(r, "Failed to save the seed file %s, ignoring: %m", b->conf->seed_file);
+		log_warning_errno(r, "Failed to save the seed file %s, ignoring: %m",
+		                  b->conf->seed_file);
 	else if (drain)
 		log_struct(LOG_INFO, "MESSAGE_ID=" MSGID_SEED,
-			   "Saved %" PRIu64 " credited bits of pool to %s", bits, b->conf->seed_file);
+		           "Saved %" PRIu64 " credited bits of pool to %s", bits,
+		           b->conf->seed_file);
 	else
 		log_debug("Refreshed the seed file %s", b->conf->seed_file);
 }
@@ -261,7 +265,8 @@ static int on_seed_timer(sd_event_source *src, uint64_t usec, void *userdata)
 	struct broker *b = userdata;
 
 	save_seed(b, false);
-	(void)sd_event_source_set_time(src, usec + (uint64_t)b->conf->seed_save_interval_s * 1000000);
+	(void)sd_event_source_set_time(src,
+	                               usec + (uint64_t)b->conf->seed_save_interval_s * 1000000);
 	return 0;
 }
 
@@ -278,13 +283,14 @@ static void load_seed(struct broker *b)
 		return;
 	}
 	if (r < 0) {
-		log_warning_errno(r, "Failed to load the seed file %s, ignoring: %m", b->conf->seed_file);
+		log_warning_errno(r, "Failed to load the seed file %s, ignoring: %m",
+		                  b->conf->seed_file);
 		return;
 	}
 	b->bits_seed = credited;
 	log_struct(LOG_INFO, "MESSAGE_ID=" MSGID_SEED,
-		   "Loaded the seed file %s: %" PRIu64 " bits credited%s", b->conf->seed_file,
-		   credited, b->conf->credit_seed_file ? "" : " (credit-seed-file=no)");
+	           "Loaded the seed file %s: %" PRIu64 " bits credited%s", b->conf->seed_file,
+	           credited, b->conf->credit_seed_file ? "" : " (credit-seed-file=no)");
 }
 
 static int on_exit_signal(sd_event_source *src, const struct signalfd_siginfo *si, void *userdata)
@@ -318,9 +324,10 @@ int broker_new(struct eb_conf *conf, struct broker **ret)
 	r = eb_pool_new(conf->capacity_bits, &b->pool, &locked);
 	if (r < 0)
 		return log_error_errno(r, "Failed to create a pool of %" PRIu64 " bits: %m",
-				       conf->capacity_bits);
+		                       conf->capacity_bits);
 	if (!locked)
-		log_notice("Could not lock the pool in memory (RLIMIT_MEMLOCK?); it may be swapped out");
+		log_notice(
+		    "Could not lock the pool in memory (RLIMIT_MEMLOCK?); it may be swapped out");
 
 	r = eb_tls_server_new(psk_lookup, b, &b->tls);
 	if (r < 0)
@@ -343,19 +350,19 @@ int broker_new(struct eb_conf *conf, struct broker **ret)
 	b->start_usec = broker_now(b);
 
 	r = sd_event_add_time_relative(b->event, &b->notify_timer, CLOCK_MONOTONIC,
-				       NOTIFY_INTERVAL_USEC, 0, on_notify_timer, b);
+	                               NOTIFY_INTERVAL_USEC, 0, on_notify_timer, b);
 	if (r >= 0)
 		r = sd_event_source_set_enabled(b->notify_timer, SD_EVENT_ON);
 	if (r >= 0)
 		r = sd_event_add_time_relative(b->event, &b->status_timer, CLOCK_MONOTONIC,
-					       (uint64_t)conf->status_interval_s * 1000000, 0,
-					       on_status_timer, b);
+		                               (uint64_t)conf->status_interval_s * 1000000, 0,
+		                               on_status_timer, b);
 	if (r >= 0)
 		r = sd_event_source_set_enabled(b->status_timer, SD_EVENT_ON);
 	if (r >= 0 && conf->seed_file && conf->seed_file[0]) {
 		r = sd_event_add_time_relative(b->event, &b->seed_timer, CLOCK_MONOTONIC,
-					       (uint64_t)conf->seed_save_interval_s * 1000000, 0,
-					       on_seed_timer, b);
+		                               (uint64_t)conf->seed_save_interval_s * 1000000, 0,
+		                               on_seed_timer, b);
 		if (r >= 0)
 			r = sd_event_source_set_enabled(b->seed_timer, SD_EVENT_ON);
 	}

@@ -17,11 +17,11 @@ struct listener;
 
 /* Where the pool level stands, for SLEEP/WAKE and for the journal. */
 enum pool_zone {
-	POOL_EMPTY,  /* cannot back even a small request */
-	POOL_LOW,    /* below low water: sources are woken */
+	POOL_EMPTY, /* cannot back even a small request */
+	POOL_LOW,   /* below low water: sources are woken */
 	POOL_NORMAL,
-	POOL_HIGH,   /* at or above high water: sources are told to sleep */
-	POOL_FULL,   /* at capacity */
+	POOL_HIGH, /* at or above high water: sources are told to sleep */
+	POOL_FULL, /* at capacity */
 	_POOL_ZONE_MAX,
 	_POOL_ZONE_INVALID = -22,
 };

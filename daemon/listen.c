@@ -41,14 +41,16 @@ static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userd
 			return 0;
 		}
 		if (b->stopping || b->n_sessions >= b->conf->max_sessions) {
-			log_warning("Refusing a connection on %s: %u sessions is the limit (max-sessions)",
-				    l->name, b->conf->max_sessions);
+			log_warning(
+			    "Refusing a connection on %s: %u sessions is the limit (max-sessions)",
+			    l->name, b->conf->max_sessions);
 			safe_close(cfd);
 			continue;
 		}
 		r = session_new(b, cfd, l->tls, l->name, &s);
 		if (r < 0)
-			log_warning_errno(r, "Failed to set up a session on %s, ignoring: %m", l->name);
+			log_warning_errno(r, "Failed to set up a session on %s, ignoring: %m",
+			                  l->name);
 	}
 	return 0;
 }
@@ -75,7 +77,8 @@ static int fd_is_tls(int fd, const char *name, bool *ret)
 	int family;
 	socklen_t len = sizeof(family);
 
-	if (strcmp(name, "tcp") == 0 || strcmp(name, "vsock") == 0 || strcmp(name, "unix-tls") == 0) {
+	if (strcmp(name, "tcp") == 0 || strcmp(name, "vsock") == 0 ||
+	    strcmp(name, "unix-tls") == 0) {
 		*ret = true;
 		return 0;
 	}
@@ -102,8 +105,9 @@ int listeners_open(struct broker *b, char **uris, unsigned n_uris)
 
 			r = sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1);
 			if (r <= 0) {
-				log_error("File descriptor %d (\"%s\") passed by systemd is not a listening stream socket",
-					  fd, name);
+				log_error(
+				    "File descriptor %d (\"%s\") passed by systemd is not a listening stream socket",
+				    fd, name);
 				r = -EBADF;
 				goto done;
 			}
@@ -111,7 +115,8 @@ int listeners_open(struct broker *b, char **uris, unsigned n_uris)
 			 * to be, or the last accept() of a batch would wait for a new peer. */
 			r = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 			if (r < 0) {
-				r = log_error_errno(errno, "Failed to make socket \"%s\" non-blocking: %m", name);
+				r = log_error_errno(
+				    errno, "Failed to make socket \"%s\" non-blocking: %m", name);
 				goto done;
 			}
 			r = fd_is_tls(fd, name, &tls);
@@ -123,7 +128,7 @@ int listeners_open(struct broker *b, char **uris, unsigned n_uris)
 			if (r < 0)
 				goto done;
 			log_debug("Listening on socket \"%s\" (fd %d)%s", name, fd,
-				  tls ? " with TLS" : "");
+			          tls ? " with TLS" : "");
 		}
 	} else {
 		if (n_uris == 0) {
@@ -131,8 +136,9 @@ int listeners_open(struct broker *b, char **uris, unsigned n_uris)
 			n_uris = b->conf->n_listen;
 		}
 		if (n_uris == 0) {
-			log_error("Nothing to listen on: no sockets from systemd, no --listen, no listen= in %s",
-				  b->conf->path ? b->conf->path : "the configuration");
+			log_error(
+			    "Nothing to listen on: no sockets from systemd, no --listen, no listen= in %s",
+			    b->conf->path ? b->conf->path : "the configuration");
 			return -EINVAL;
 		}
 		for (unsigned i = 0; i < n_uris; i++) {

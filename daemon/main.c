@@ -32,12 +32,9 @@ static int parse_argv(int argc, char *argv[])
 {
 	enum { ARG_VERSION = 0x100 };
 	static const struct option options[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"listen", required_argument, NULL, 'l'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, ARG_VERSION},
-		{},
+	    {"config", required_argument, NULL, 'c'},    {"listen", required_argument, NULL, 'l'},
+	    {"verbose", no_argument, NULL, 'v'},         {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, ARG_VERSION}, {},
 	};
 	int c;
 
@@ -48,7 +45,8 @@ static int parse_argv(int argc, char *argv[])
 			break;
 		case 'l':
 			if (arg_n_listen >= EB_CONF_LISTEN_MAX)
-				return log_error_errno(E2BIG, "At most %d --listen addresses", EB_CONF_LISTEN_MAX);
+				return log_error_errno(E2BIG, "At most %d --listen addresses",
+				                       EB_CONF_LISTEN_MAX);
 			arg_listen[arg_n_listen++] = optarg;
 			break;
 		case 'v':
@@ -64,7 +62,8 @@ static int parse_argv(int argc, char *argv[])
 			return -EINVAL;
 		}
 	if (optind < argc)
-		return log_error_errno(EINVAL, "Unexpected argument \"%s\"; see --help", argv[optind]);
+		return log_error_errno(EINVAL, "Unexpected argument \"%s\"; see --help",
+		                       argv[optind]);
 	return 1;
 }
 

@@ -1,18 +1,20 @@
 /* SPDX-License-Identifier: MIT */
+#include "scheduler.h"
+
 #include <math.h>
 #include <stdbool.h>
 
 #include "broker.h"
 #include "macro.h"
 #include "pool.h"
-#include "scheduler.h"
 #include "session.h"
 
 /* Small requests first (a VM waiting to boot needs 256 bits, not a megabyte), then first come,
  * first served: a sink that was answered queues again behind the others. */
 static bool goes_before(const struct session *a, const struct session *b)
 {
-	bool a_small = a->get.bits <= SCHEDULER_SMALL_BITS, b_small = b->get.bits <= SCHEDULER_SMALL_BITS;
+	bool a_small = a->get.bits <= SCHEDULER_SMALL_BITS,
+	     b_small = b->get.bits <= SCHEDULER_SMALL_BITS;
 
 	if (a_small != b_small)
 		return a_small;
@@ -80,10 +82,11 @@ static void refill(struct broker *b, const struct eb_user *u, struct user_state 
 }
 
 size_t scheduler_affordable(struct broker *b, struct session *s, const struct eb_user *u,
-			    size_t want, uint32_t *ret_quota_retry_ms)
+                            size_t want, uint32_t *ret_quota_retry_ms)
 {
 	uint64_t level = eb_pool_level(b->pool);
-	size_t lo = 0, hi = want, floor_n = want < SCHEDULER_MIN_PARTIAL ? want : SCHEDULER_MIN_PARTIAL;
+	size_t lo = 0, hi = want,
+	       floor_n = want < SCHEDULER_MIN_PARTIAL ? want : SCHEDULER_MIN_PARTIAL;
 
 	*ret_quota_retry_ms = 0;
 	if (u->quota_bits_per_hour > 0) {

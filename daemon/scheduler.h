@@ -24,6 +24,6 @@ void scheduler_run(struct broker *b);
 /* Bytes of a full-entropy GET for want bytes the session may have now: limited by the pool and
  * the user's quota. 0 with *ret_quota_retry_ms > 0 when the quota is the limit. */
 size_t scheduler_affordable(struct broker *b, struct session *s, const struct eb_user *u,
-			    size_t want, uint32_t *ret_quota_retry_ms);
+                            size_t want, uint32_t *ret_quota_retry_ms);
 void scheduler_charge(struct broker *b, struct session *s, const struct eb_user *u, size_t n);
 uint32_t scheduler_empty_retry_ms(const struct broker *b);

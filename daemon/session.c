@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+#include "session.h"
+
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
@@ -16,7 +18,6 @@
 #include "log.h"
 #include "pool.h"
 #include "scheduler.h"
-#include "session.h"
 
 static int on_io(sd_event_source *src, int fd, uint32_t revents, void *userdata);
 static int on_defer(sd_event_source *src, void *userdata);
@@ -57,14 +58,14 @@ static void describe_peer(struct session *s, int fd, const char *listener)
 
 		inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof(addr));
 		snprintf(s->peer, sizeof(s->peer), "%s [%s]:%u", listener, addr,
-			 ntohs(in6->sin6_port));
+		         ntohs(in6->sin6_port));
 		break;
 	}
 	case AF_VSOCK: {
 		struct sockaddr_vm *vm = (struct sockaddr_vm *)&ss;
 
 		snprintf(s->peer, sizeof(s->peer), "%s cid=%u port=%u", listener, vm->svm_cid,
-			 vm->svm_port);
+		         vm->svm_port);
 		break;
 	}
 	case AF_UNIX: {
@@ -73,7 +74,7 @@ static void describe_peer(struct session *s, int fd, const char *listener)
 
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) == 0)
 			snprintf(s->peer, sizeof(s->peer), "%s pid=%d uid=%u gid=%u", listener,
-				 (int)uc.pid, (unsigned)uc.uid, (unsigned)uc.gid);
+			         (int)uc.pid, (unsigned)uc.uid, (unsigned)uc.gid);
 		else
 			snprintf(s->peer, sizeof(s->peer), "%s peer", listener);
 		break;
@@ -101,9 +102,9 @@ static void session_update_events(struct session *s)
 
 	/* Bytes that TLS already decrypted, or whole frames we stopped parsing for lack of
 	 * output room, do not make the fd readable again: come back for them soon. */
-	readable_buffered = s->state != SESSION_CLOSING && !s->get_pending &&
-			    session_has_room(s, EB_FRAME_MAX) &&
-			    (eb_conn_pending(s->conn) || s->rend - s->rstart >= EB_FRAME_HEADER_SIZE);
+	readable_buffered =
+	    s->state != SESSION_CLOSING && !s->get_pending && session_has_room(s, EB_FRAME_MAX) &&
+	    (eb_conn_pending(s->conn) || s->rend - s->rstart >= EB_FRAME_HEADER_SIZE);
 	if (readable_buffered)
 		(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
 }
@@ -213,11 +214,11 @@ static int identify_unix(struct session *s)
 
 	if (getsockopt(eb_conn_fd(s->conn), SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0)
 		return log_warning_errno(errno, "Refusing %s: cannot read its credentials: %m",
-					 s->peer);
+		                         s->peer);
 	u = eb_conf_find_unix_peer(s->broker->conf, uc.uid, uc.gid);
 	if (!u) {
 		log_warning("Refusing %s: no [user] section maps uid %u or gid %u", s->peer,
-			    (unsigned)uc.uid, (unsigned)uc.gid);
+		            (unsigned)uc.uid, (unsigned)uc.gid);
 		return -EACCES;
 	}
 	s->user = (int)(u - s->broker->conf->users);
@@ -274,7 +275,7 @@ int session_new(struct broker *b, int fd, bool tls, const char *listener, struct
 		goto fail;
 	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_OFF);
 	r = sd_event_add_time_relative(b->event, &s->timer, CLOCK_MONOTONIC,
-				       SESSION_HELLO_TIMEOUT_USEC, 0, on_timer, s);
+	                               SESSION_HELLO_TIMEOUT_USEC, 0, on_timer, s);
 	if (r < 0)
 		goto fail;
 
@@ -310,13 +311,13 @@ static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 
 	if (h->version != EB_PROTO_VERSION) {
 		log_warning("Refusing %s (user %s): protocol version %u, this broker speaks %u",
-			    s->peer, u->name, h->version, EB_PROTO_VERSION);
+		            s->peer, u->name, h->version, EB_PROTO_VERSION);
 		return refuse(s, EB_ERR_VERSION, "unsupported protocol version");
 	}
 	if ((h->roles & ~u->roles) != 0) {
 		log_warning("Refusing %s: user %s asked for roles %s but has only %s", s->peer,
-			    u->name, eb_roles_to_string(h->roles, want, sizeof(want)),
-			    eb_roles_to_string(u->roles, have, sizeof(have)));
+		            u->name, eb_roles_to_string(h->roles, want, sizeof(want)),
+		            eb_roles_to_string(u->roles, have, sizeof(have)));
 		return refuse(s, EB_ERR_FORBIDDEN, "role not allowed for this user");
 	}
 	s->roles = h->roles;
@@ -331,7 +332,7 @@ static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 	snprintf(m.welcome.user, sizeof(m.welcome.user), "%s", u->name);
 	(void)session_send(s, &m);
 	log_info("%s: user %s connected as %s (%s)", s->peer, u->name,
-		 eb_roles_to_string(s->roles, want, sizeof(want)), s->kind[0] ? s->kind : "-");
+	         eb_roles_to_string(s->roles, want, sizeof(want)), s->kind[0] ? s->kind : "-");
 
 	if ((s->roles & EB_ROLE_SOURCE) && s->broker->sources_asleep) {
 		send_retry(s, EB_MSG_SLEEP, SCHEDULER_SLEEP_MS);
@@ -350,7 +351,7 @@ static bool put_looks_stuck(struct session *s, const struct eb_msg_put *p)
 		if (p->data[i] != p->data[0])
 			constant = false;
 	same_as_last = s->have_last_put && head == sizeof(s->last_put) &&
-		       memcmp(s->last_put, p->data, head) == 0;
+	               memcmp(s->last_put, p->data, head) == 0;
 	if (head == sizeof(s->last_put)) {
 		memcpy(s->last_put, p->data, head);
 		s->have_last_put = true;
@@ -369,7 +370,7 @@ static void handle_put(struct session *s, const struct eb_msg_put *p)
 	if (claim > 0 && put_looks_stuck(s, p)) {
 		if (!s->stuck_logged)
 			log_warning("%s: data from user %s repeats itself; crediting none of it",
-				    s->peer, u->name);
+			            s->peer, u->name);
 		s->stuck_logged = true;
 		claim = 0;
 	}
@@ -482,13 +483,13 @@ static void handle_frame(struct session *s, const struct eb_frame *f)
 	r = eb_msg_decode(f, &m);
 	if (r < 0) {
 		log_warning("Closing %s (user %s): malformed %s frame", s->peer, user_name(s),
-			    eb_msg_type_to_string(f->type));
+		            eb_msg_type_to_string(f->type));
 		return refuse(s, EB_ERR_PROTOCOL, "malformed message");
 	}
 	if (s->state == SESSION_HELLO) {
 		if (m.type != EB_MSG_HELLO) {
 			log_warning("Closing %s (user %s): sent %s before HELLO", s->peer,
-				    user_name(s), eb_msg_type_to_string(m.type));
+			            user_name(s), eb_msg_type_to_string(m.type));
 			return refuse(s, EB_ERR_PROTOCOL, "HELLO expected");
 		}
 		return handle_hello(s, &m.hello);
@@ -497,28 +498,30 @@ static void handle_frame(struct session *s, const struct eb_frame *f)
 	switch (m.type) {
 	case EB_MSG_PUT:
 		if (!(s->roles & EB_ROLE_SOURCE)) {
-			log_warning("Refusing PUT from %s: user %s may not donate (connected as %s)",
-				    s->peer, u->name, eb_roles_to_string(s->roles, roles, sizeof(roles)));
+			log_warning(
+			    "Refusing PUT from %s: user %s may not donate (connected as %s)",
+			    s->peer, u->name, eb_roles_to_string(s->roles, roles, sizeof(roles)));
 			return refuse(s, EB_ERR_FORBIDDEN, "this user may not donate");
 		}
 		return handle_put(s, &m.put);
 	case EB_MSG_GET:
 		if (!(s->roles & EB_ROLE_SINK)) {
 			log_warning("Refusing GET from %s: user %s may not draw (connected as %s)",
-				    s->peer, u->name, eb_roles_to_string(s->roles, roles, sizeof(roles)));
+			            s->peer, u->name,
+			            eb_roles_to_string(s->roles, roles, sizeof(roles)));
 			return refuse(s, EB_ERR_FORBIDDEN, "this user may not draw");
 		}
 		return handle_get(s, &m.get);
 	case EB_MSG_STATUS_REQ:
 		if (!(s->roles & EB_ROLE_ADMIN)) {
 			log_warning("Refusing STATUS from %s: user %s is not an admin", s->peer,
-				    u->name);
+			            u->name);
 			return refuse(s, EB_ERR_FORBIDDEN, "this user may not read status");
 		}
 		return handle_status(s);
 	case EB_MSG_ERROR:
 		log_info("%s (user %s) reported an error and leaves: %s", s->peer, u->name,
-			 m.error.text);
+		         m.error.text);
 		s->state = SESSION_CLOSING;
 		return;
 	case EB_MSG_HELLO:
@@ -535,7 +538,7 @@ static void handle_frame(struct session *s, const struct eb_frame *f)
 		break;
 	}
 	log_warning("Closing %s (user %s): unexpected %s", s->peer, u->name,
-		    eb_msg_type_to_string(m.type));
+	            eb_msg_type_to_string(m.type));
 	refuse(s, EB_ERR_PROTOCOL, "unexpected message");
 }
 
@@ -556,7 +559,7 @@ static bool process_frames(struct session *s)
 			break;
 		if (r < 0) {
 			log_warning("Closing %s (user %s): %s frame header", s->peer, user_name(s),
-				    r == -EMSGSIZE ? "oversized" : "malformed");
+			            r == -EMSGSIZE ? "oversized" : "malformed");
 			refuse(s, r == -EMSGSIZE ? EB_ERR_TOO_LARGE : EB_ERR_PROTOCOL,
 			       "malformed frame");
 			return true;
@@ -591,13 +594,13 @@ static int do_handshake(struct session *s)
 			log_info("%s closed during the TLS handshake", s->peer);
 		else if (f == EB_CONN_FAIL_UNKNOWN_USER)
 			log_warning("Refusing %s: unknown user \"%s\"", s->peer,
-				    eb_conn_offered_identity(s->conn));
+			            eb_conn_offered_identity(s->conn));
 		else if (f == EB_CONN_FAIL_BAD_KEY)
 			log_warning("Refusing %s: wrong key for user \"%s\"", s->peer,
-				    eb_conn_offered_identity(s->conn));
+			            eb_conn_offered_identity(s->conn));
 		else
 			log_warning("Refusing %s: %s (%s)", s->peer, eb_conn_failure_to_string(f),
-				    tls_err[0] ? tls_err : "no detail");
+			            tls_err[0] ? tls_err : "no detail");
 		return -EACCES;
 	}
 	if (identify_tls(s) < 0) {
@@ -625,7 +628,7 @@ void session_pump(struct session *s)
 		if (r < 0) {
 			if (s->state != SESSION_CLOSING)
 				log_info("%s (user %s) went away: %s", s->peer, user_name(s),
-					 strerror(-r));
+				         strerror(-r));
 			goto close;
 		}
 		if (s->state == SESSION_CLOSING) {
@@ -634,15 +637,16 @@ void session_pump(struct session *s)
 			break;
 		}
 		if (s->rend < SESSION_RBUF_SIZE) {
-			ssize_t k = eb_conn_read(s->conn, s->rbuf + s->rend, SESSION_RBUF_SIZE - s->rend);
+			ssize_t k =
+			    eb_conn_read(s->conn, s->rbuf + s->rend, SESSION_RBUF_SIZE - s->rend);
 
 			if (k == 0 || (k < 0 && k != -EAGAIN)) {
 				if (k == 0)
 					log_debug("%s (user %s) closed the connection", s->peer,
-						  user_name(s));
+					          user_name(s));
 				else
-					log_info("%s (user %s) went away: %s", s->peer, user_name(s),
-						 strerror((int)-k));
+					log_info("%s (user %s) went away: %s", s->peer,
+					         user_name(s), strerror((int)-k));
 				goto close;
 			}
 			if (k > 0) {
@@ -691,7 +695,7 @@ static int on_timer(sd_event_source *src, uint64_t usec, void *userdata)
 		return 0;
 	}
 	log_warning("Closing %s: no HELLO within %llu s", s->peer,
-		    (unsigned long long)(SESSION_HELLO_TIMEOUT_USEC / 1000000));
+	            (unsigned long long)(SESSION_HELLO_TIMEOUT_USEC / 1000000));
 	session_free(s);
 	return 0;
 }

@@ -25,7 +25,7 @@ enum session_state {
 	SESSION_HANDSHAKE, /* TLS in progress */
 	SESSION_HELLO,     /* waiting for HELLO */
 	SESSION_READY,
-	SESSION_CLOSING,   /* flushing a last ERROR, then closed */
+	SESSION_CLOSING, /* flushing a last ERROR, then closed */
 	_SESSION_STATE_MAX,
 	_SESSION_STATE_INVALID = -22,
 };

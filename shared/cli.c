@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
+#include "cli.h"
+
 #include <errno.h>
 #include <stdlib.h>
 
-#include "cli.h"
 #include "log.h"
 
 int eb_cli_client_option(int c, const char *arg, struct eb_client_options *o, const char *program,
-			 void (*help)(void))
+                         void (*help)(void))
 {
 	switch (c) {
 	case 'b':
@@ -39,7 +40,7 @@ int eb_cli_client_option(int c, const char *arg, struct eb_client_options *o, co
 }
 
 int eb_cli_parse_u64(const char *s, unsigned long long min, unsigned long long max,
-		     unsigned long long *ret)
+                     unsigned long long *ret)
 {
 	unsigned long long v;
 	char *end;

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+#include "client.h"
+
 #include <endian.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -8,7 +10,6 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "client.h"
 #include "conn.h"
 #include "key.h"
 #include "macro.h"
@@ -90,8 +91,8 @@ int eb_client_new(const struct eb_client_options *o, struct eb_client **ret, cha
 		r = eb_uri_parse(o->brokers[i], &c->uris[i]);
 		if (r < 0) {
 			*ret_error = strdup_printf(
-				"Invalid broker address \"%s\": expected tcp://HOST[:PORT], unix:/PATH or vsock://CID[:PORT]",
-				o->brokers[i]);
+			    "Invalid broker address \"%s\": expected tcp://HOST[:PORT], unix:/PATH or vsock://CID[:PORT]",
+			    o->brokers[i]);
 			return r;
 		}
 		snprintf(c->uri_text[i], sizeof(c->uri_text[i]), "%s", o->brokers[i]);
@@ -105,8 +106,8 @@ int eb_client_new(const struct eb_client_options *o, struct eb_client **ret, cha
 		uint8_t key[EB_KEY_SIZE];
 
 		if (!o->user || !o->user[0] || strlen(o->user) > EB_KIND_MAX) {
-			*ret_error = strdup_printf("A TLS broker (%s) needs --user NAME",
-						   c->uri_text[0]);
+			*ret_error =
+			    strdup_printf("A TLS broker (%s) needs --user NAME", c->uri_text[0]);
 			return -EINVAL;
 		}
 		snprintf(c->user, sizeof(c->user), "%s", o->user);
@@ -116,16 +117,16 @@ int eb_client_new(const struct eb_client_options *o, struct eb_client **ret, cha
 		}
 		if (!key_file) {
 			*ret_error = strdup_printf(
-				"A TLS broker needs a key: use --key-file PATH or the credential eb.key");
+			    "A TLS broker needs a key: use --key-file PATH or the credential eb.key");
 			return -ENOKEY;
 		}
 		r = eb_key_load(key_file, key);
 		if (r < 0) {
 			*ret_error = strdup_printf(
-				"Failed to load key file %s: %s", key_file,
-				r == -EPERM ? "it is readable by group or others; chmod 0600 it"
-				: r == -EBADMSG ? "it is not 64 hexadecimal digits"
-						: strerror(-r));
+			    "Failed to load key file %s: %s", key_file,
+			    r == -EPERM     ? "it is readable by group or others; chmod 0600 it"
+			    : r == -EBADMSG ? "it is not 64 hexadecimal digits"
+					    : strerror(-r));
 			return r;
 		}
 		r = eb_tls_client_new(c->user, key, &c->tls);
@@ -217,7 +218,7 @@ static int broker_error(struct eb_client *c, const struct eb_msg_error *e)
 		break;
 	}
 	snprintf(c->last_error, sizeof(c->last_error), "broker %s: %s (%s)",
-		 c->uri_text[c->current], e->text, eb_error_code_to_string(e->code));
+	         c->uri_text[c->current], e->text, eb_error_code_to_string(e->code));
 	eb_client_disconnect(c);
 	return r;
 }
@@ -283,7 +284,7 @@ static int connect_one(struct eb_client *c, unsigned i)
 	r = eb_uri_connect(&c->uris[i], c->timeout_ms, &fd);
 	if (r < 0) {
 		snprintf(c->last_error, sizeof(c->last_error), "cannot connect to %s: %s",
-			 c->uri_text[i], strerror(-r));
+		         c->uri_text[i], strerror(-r));
 		return r;
 	}
 	r = eb_conn_new(fd, eb_uri_is_tls(&c->uris[i]) ? c->tls : NULL, false, false, &c->conn);
@@ -298,9 +299,10 @@ static int connect_one(struct eb_client *c, unsigned i)
 	r = send_msg(c, &m);
 	if (r < 0) {
 		if (r == -EACCES || r == -EPROTO || r == -ECONNRESET || r == -EPIPE)
-			snprintf(c->last_error, sizeof(c->last_error),
-				 "TLS handshake with %s failed: the broker refused user \"%s\" or its key",
-				 c->uri_text[i], c->user);
+			snprintf(
+			    c->last_error, sizeof(c->last_error),
+			    "TLS handshake with %s failed: the broker refused user \"%s\" or its key",
+			    c->uri_text[i], c->user);
 		return r == -ECONNRESET || r == -EPIPE || r == -EPROTO ? -EACCES : r;
 	}
 	do
@@ -311,8 +313,8 @@ static int connect_one(struct eb_client *c, unsigned i)
 		 * refused key shows only here, as a closed connection. */
 		if (r == -ECONNRESET && eb_uri_is_tls(&c->uris[i]))
 			snprintf(c->last_error, sizeof(c->last_error),
-				 "%s closed the connection: wrong key or unknown user \"%s\"?",
-				 c->uri_text[i], c->user);
+			         "%s closed the connection: wrong key or unknown user \"%s\"?",
+			         c->uri_text[i], c->user);
 		return r;
 	}
 	if (m.type != EB_MSG_WELCOME)
@@ -354,7 +356,7 @@ int eb_client_connect_retry(struct eb_client *c, int deadline_ms)
 		if (end && now_ms() + wait >= end)
 			return -ETIMEDOUT;
 		struct timespec ts = {.tv_sec = (time_t)(wait / 1000),
-				      .tv_nsec = (long)(wait % 1000) * 1000000};
+		                      .tv_nsec = (long)(wait % 1000) * 1000000};
 		nanosleep(&ts, NULL);
 		backoff = MIN(backoff * 2, BACKOFF_MAX_MS);
 	}
@@ -367,7 +369,9 @@ static int drain_acks(struct eb_client *c, unsigned keep)
 		int r = read_msg(c, c->timeout_ms, &m);
 
 		if (r < 0)
-			return r == -ETIMEDOUT ? fail(c, r, "the broker did not acknowledge in time") : r;
+			return r == -ETIMEDOUT
+			           ? fail(c, r, "the broker did not acknowledge in time")
+			           : r;
 		if (r == 1)
 			continue;
 		if (m.type != EB_MSG_PUT_ACK)
@@ -464,7 +468,7 @@ int eb_client_request(struct eb_client *c, size_t len, enum eb_get_mode mode)
 }
 
 int eb_client_receive(struct eb_client *c, void *buf, size_t size, size_t *ret_len,
-		      uint32_t *ret_bits, uint32_t *ret_retry_ms)
+                      uint32_t *ret_bits, uint32_t *ret_retry_ms)
 {
 	struct eb_msg m;
 	int r;

@@ -21,8 +21,8 @@ struct eb_client_options {
 	unsigned roles;       /* enum eb_role bits asked for at HELLO */
 	const char *kind;     /* free text for the broker's log, e.g. "file /dev/stdin" */
 	uint32_t claim_mbits_per_byte;
-	int timeout_ms;       /* per operation; 0: EB_CLIENT_TIMEOUT_MS */
-	unsigned put_window;  /* PUTs in flight before waiting for an ACK; 0: 4 */
+	int timeout_ms;      /* per operation; 0: EB_CLIENT_TIMEOUT_MS */
+	unsigned put_window; /* PUTs in flight before waiting for an ACK; 0: 4 */
 };
 
 /* Validates the options and loads the key when a TLS broker is listed. The error text for a
@@ -61,7 +61,7 @@ int eb_client_request(struct eb_client *c, size_t len, enum eb_get_mode mode);
  * *ret_bits), -EAGAIN for EMPTY or -EDQUOT for QUOTA with *ret_retry_ms set. buf holds at
  * least the requested length. */
 int eb_client_receive(struct eb_client *c, void *buf, size_t size, size_t *ret_len,
-		      uint32_t *ret_bits, uint32_t *ret_retry_ms);
+                      uint32_t *ret_bits, uint32_t *ret_retry_ms);
 
 int eb_client_status(struct eb_client *c, struct eb_msg_status *ret);
 

@@ -14,9 +14,9 @@
 
 struct eb_user {
 	char *name;
-	unsigned roles;               /* enum eb_role bits */
-	char *key_file;               /* NULL: the user connects over unix: only */
-	uint8_t key[EB_KEY_SIZE];     /* loaded from key_file by eb_conf_load_keys() */
+	unsigned roles;           /* enum eb_role bits */
+	char *key_file;           /* NULL: the user connects over unix: only */
+	uint8_t key[EB_KEY_SIZE]; /* loaded from key_file by eb_conf_load_keys() */
 	bool has_key;
 	bool has_uid, has_gid;
 	uid_t unix_uid;               /* this uid over unix: is this user */
@@ -27,14 +27,14 @@ struct eb_user {
 
 struct eb_conf {
 	char *path;
-	uint64_t capacity_bits;       /* default 1048576 */
-	unsigned low_water_pct;       /* default 25: WAKE sources below this */
-	unsigned high_water_pct;      /* default 90: SLEEP sources at this */
-	char *seed_file;              /* default /var/lib/entropy-broker/seed; "" disables */
-	bool credit_seed_file;        /* default no */
+	uint64_t capacity_bits;        /* default 1048576 */
+	unsigned low_water_pct;        /* default 25: WAKE sources below this */
+	unsigned high_water_pct;       /* default 90: SLEEP sources at this */
+	char *seed_file;               /* default /var/lib/entropy-broker/seed; "" disables */
+	bool credit_seed_file;         /* default no */
 	unsigned seed_save_interval_s; /* default 600 */
-	unsigned status_interval_s;   /* default 60: periodic pool-level journal line */
-	unsigned max_sessions;        /* default 1024 */
+	unsigned status_interval_s;    /* default 60: periodic pool-level journal line */
+	unsigned max_sessions;         /* default 1024 */
 	char *listen[EB_CONF_LISTEN_MAX];
 	unsigned n_listen;
 	struct eb_user *users;

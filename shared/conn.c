@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+#include "conn.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -10,7 +12,6 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include "conn.h"
 #include "macro.h"
 #include "tls-internal.h"
 
@@ -141,8 +142,8 @@ int eb_conn_handshake(struct eb_conn *c)
 		return r;
 	if (r == 0 || r == -ECONNRESET)
 		c->failure = eb_tls_peer(c->ssl) && !eb_tls_peer(c->ssl)->known
-				     ? EB_CONN_FAIL_UNKNOWN_USER
-				     : EB_CONN_FAIL_EOF;
+		                 ? EB_CONN_FAIL_UNKNOWN_USER
+		                 : EB_CONN_FAIL_EOF;
 	else
 		c->failure = classify(c, err);
 	switch (c->failure) {

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+#include "log.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -9,10 +11,8 @@
 
 #include <systemd/sd-journal.h>
 
-#include "log.h"
-
-#define LOG_LINE_MAX    2048
-#define LOG_FIELDS_MAX  16
+#define LOG_LINE_MAX   2048
+#define LOG_FIELDS_MAX 16
 
 static int max_level = LOG_INFO;
 static bool to_journal;
@@ -80,7 +80,8 @@ static void emit(int level, const char *fields, const char *msg, const char *fil
 			iov[n++] = (struct iovec){loc, strlen(loc)};
 		}
 		if (fields) {
-			/* Split "K=v\nK=v" in a copy; sd_journal_sendv() takes one field per iovec. */
+			/* Split "K=v\nK=v" in a copy; sd_journal_sendv() takes one field per iovec.
+			 */
 			snprintf(fbuf, sizeof(fbuf), "%s", fields);
 			for (char *p = fbuf, *nl; p && *p && n < ELEMENTSOF(iov); p = nl) {
 				nl = strchr(p, '\n');
@@ -95,8 +96,8 @@ static void emit(int level, const char *fields, const char *msg, const char *fil
 	fprintf(stderr, "%s: %s\n", program_name, msg);
 }
 
-static int log_va(int level, int error, const char *fields, const char *file, int line,
-		  const char *fmt, va_list ap)
+_printf_(6, 0) static int log_va(int level, int error, const char *fields, const char *file,
+                                 int line, const char *fmt, va_list ap)
 {
 	char msg[LOG_LINE_MAX];
 	int saved = errno;

@@ -16,15 +16,16 @@ int log_get_max_level(void);
 /* Logs at level with errno set to |error| (so "%m" names it) and returns -|error|, so callers
  * can write "return log_error_errno(r, ...)". */
 int log_internal(int level, int error, const char *file, int line, const char *fmt, ...)
-	_printf_(5, 6);
+    _printf_(5, 6);
 
 /* As log_internal(), with extra journal fields: "KEY=value" lines separated by '\n', e.g.
  * "MESSAGE_ID=...\nEB_POOL_BITS=4096". On stderr the fields are left out. */
 int log_struct_internal(int level, int error, const char *fields, const char *fmt, ...)
-	_printf_(4, 5);
+    _printf_(4, 5);
 
-#define log_full_errno(level, error, ...) log_internal(level, error, __FILE__, __LINE__, __VA_ARGS__)
-#define log_full(level, ...)              (void)log_full_errno(level, 0, __VA_ARGS__)
+#define log_full_errno(level, error, ...)                                                          \
+	log_internal(level, error, __FILE__, __LINE__, __VA_ARGS__)
+#define log_full(level, ...) (void)log_full_errno(level, 0, __VA_ARGS__)
 
 #define log_error_errno(error, ...)   log_full_errno(LOG_ERR, error, __VA_ARGS__)
 #define log_warning_errno(error, ...) log_full_errno(LOG_WARNING, error, __VA_ARGS__)

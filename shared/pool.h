@@ -29,7 +29,7 @@ struct eb_pool *eb_pool_free(struct eb_pool *pool);
  * become one 512-bit full-entropy block, and the level rises by 512 when that block is made
  * (credit short of a block waits in the pool's accumulator, outside the level). */
 int eb_pool_add(struct eb_pool *pool, const void *data, size_t len, uint64_t credit_bits,
-		uint64_t *ret_credited);
+                uint64_t *ret_credited);
 
 /* Fills buf with len bytes of full-entropy output, backed by at least 8 * len + 64 bits of pool
  * credit, and lowers the level by what was used. -EAGAIN when the pool cannot back the whole

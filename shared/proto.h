@@ -18,30 +18,30 @@
  * protocol version; the broker answers WELCOME or ERROR. docs/protocol.md is the reference.
  */
 
-#define EB_PROTO_VERSION        1
-#define EB_FRAME_HEADER_SIZE    8
-#define EB_FRAME_PAYLOAD_MAX    (64 * 1024 + 64)
-#define EB_FRAME_MAX            (EB_FRAME_HEADER_SIZE + EB_FRAME_PAYLOAD_MAX)
+#define EB_PROTO_VERSION     1
+#define EB_FRAME_HEADER_SIZE 8
+#define EB_FRAME_PAYLOAD_MAX (64 * 1024 + 64)
+#define EB_FRAME_MAX         (EB_FRAME_HEADER_SIZE + EB_FRAME_PAYLOAD_MAX)
 /* The largest PUT or DATA body: 64 KiB keeps one frame within the payload limit. */
-#define EB_DATA_MAX             (64 * 1024)
-#define EB_KIND_MAX             64
-#define EB_TEXT_MAX             256
-#define EB_DEFAULT_PORT         55225
+#define EB_DATA_MAX     (64 * 1024)
+#define EB_KIND_MAX     64
+#define EB_TEXT_MAX     256
+#define EB_DEFAULT_PORT 55225
 
 enum eb_msg_type {
-	EB_MSG_HELLO = 1,      /* client -> broker: version, roles, kind */
-	EB_MSG_WELCOME = 2,    /* broker -> client: version, user, limits */
-	EB_MSG_PUT = 3,        /* source -> broker: data and claimed credit */
-	EB_MSG_PUT_ACK = 4,    /* broker -> source: bits credited */
-	EB_MSG_GET = 5,        /* sink -> broker: bits wanted and mode */
-	EB_MSG_DATA = 6,       /* broker -> sink: bytes and the bits they carry */
-	EB_MSG_EMPTY = 7,      /* broker -> sink: cannot serve now, retry after N ms */
-	EB_MSG_SLEEP = 8,      /* broker -> source: pool full, stop until WAKE or N ms */
-	EB_MSG_WAKE = 9,       /* broker -> source: pool below low water, resume */
-	EB_MSG_QUOTA = 10,     /* broker -> sink: quota spent, retry after N ms */
-	EB_MSG_ERROR = 11,     /* either way: code and text; the sender closes after it */
+	EB_MSG_HELLO = 1,       /* client -> broker: version, roles, kind */
+	EB_MSG_WELCOME = 2,     /* broker -> client: version, user, limits */
+	EB_MSG_PUT = 3,         /* source -> broker: data and claimed credit */
+	EB_MSG_PUT_ACK = 4,     /* broker -> source: bits credited */
+	EB_MSG_GET = 5,         /* sink -> broker: bits wanted and mode */
+	EB_MSG_DATA = 6,        /* broker -> sink: bytes and the bits they carry */
+	EB_MSG_EMPTY = 7,       /* broker -> sink: cannot serve now, retry after N ms */
+	EB_MSG_SLEEP = 8,       /* broker -> source: pool full, stop until WAKE or N ms */
+	EB_MSG_WAKE = 9,        /* broker -> source: pool below low water, resume */
+	EB_MSG_QUOTA = 10,      /* broker -> sink: quota spent, retry after N ms */
+	EB_MSG_ERROR = 11,      /* either way: code and text; the sender closes after it */
 	EB_MSG_STATUS_REQ = 12, /* admin -> broker */
-	EB_MSG_STATUS = 13,    /* broker -> admin */
+	EB_MSG_STATUS = 13,     /* broker -> admin */
 	_EB_MSG_MAX,
 	_EB_MSG_INVALID = -22, /* -EINVAL */
 };
@@ -61,13 +61,13 @@ enum eb_get_mode {
 };
 
 enum eb_error_code {
-	EB_ERR_PROTOCOL = 1,     /* malformed frame or message out of order */
-	EB_ERR_VERSION = 2,      /* unsupported protocol version */
-	EB_ERR_AUTH = 3,         /* unknown user or bad key */
-	EB_ERR_FORBIDDEN = 4,    /* the user's roles do not allow this request */
-	EB_ERR_TOO_LARGE = 5,    /* a size is over a limit */
-	EB_ERR_INTERNAL = 6,     /* the broker failed; try another */
-	EB_ERR_SHUTDOWN = 7,     /* the broker is stopping */
+	EB_ERR_PROTOCOL = 1,  /* malformed frame or message out of order */
+	EB_ERR_VERSION = 2,   /* unsupported protocol version */
+	EB_ERR_AUTH = 3,      /* unknown user or bad key */
+	EB_ERR_FORBIDDEN = 4, /* the user's roles do not allow this request */
+	EB_ERR_TOO_LARGE = 5, /* a size is over a limit */
+	EB_ERR_INTERNAL = 6,  /* the broker failed; try another */
+	EB_ERR_SHUTDOWN = 7,  /* the broker is stopping */
 	_EB_ERR_MAX,
 	_EB_ERR_INVALID = -22,
 };
@@ -82,22 +82,22 @@ struct eb_frame {
 
 struct eb_msg_hello {
 	uint16_t version;
-	uint8_t roles;               /* enum eb_role bits the client asks for */
+	uint8_t roles;                 /* enum eb_role bits the client asks for */
 	uint32_t claim_mbits_per_byte; /* a source's claimed entropy, in 1/1000 bit per byte */
-	char kind[EB_KIND_MAX + 1];  /* free text, e.g. "stream /dev/hwrng"; NUL-terminated */
+	char kind[EB_KIND_MAX + 1];    /* free text, e.g. "stream /dev/hwrng"; NUL-terminated */
 };
 
 struct eb_msg_welcome {
 	uint16_t version;
-	uint8_t roles;               /* the roles granted */
-	uint32_t max_data;           /* largest PUT/DATA body the broker takes or sends */
+	uint8_t roles;     /* the roles granted */
+	uint32_t max_data; /* largest PUT/DATA body the broker takes or sends */
 	char user[EB_KIND_MAX + 1];
 };
 
 struct eb_msg_put {
-	uint32_t credit_bits;        /* entropy the source claims for data */
+	uint32_t credit_bits; /* entropy the source claims for data */
 	const uint8_t *data;
-	uint32_t len;                /* 1..EB_DATA_MAX */
+	uint32_t len; /* 1..EB_DATA_MAX */
 };
 
 struct eb_msg_put_ack {
@@ -106,17 +106,17 @@ struct eb_msg_put_ack {
 };
 
 struct eb_msg_get {
-	uint32_t bits;               /* wanted; 8..EB_DATA_MAX*8, a multiple of 8 */
+	uint32_t bits; /* wanted; 8..EB_DATA_MAX*8, a multiple of 8 */
 	enum eb_get_mode mode;
 };
 
 struct eb_msg_data {
-	uint32_t bits;               /* entropy these bytes carry (0 for DRBG mode) */
+	uint32_t bits; /* entropy these bytes carry (0 for DRBG mode) */
 	const uint8_t *data;
 	uint32_t len;
 };
 
-struct eb_msg_retry {                /* EMPTY, SLEEP and QUOTA */
+struct eb_msg_retry { /* EMPTY, SLEEP and QUOTA */
 	uint32_t retry_ms;
 };
 
@@ -128,9 +128,9 @@ struct eb_msg_error {
 struct eb_msg_status {
 	uint64_t pool_bits;
 	uint64_t capacity_bits;
-	uint64_t bits_in;            /* credited since start */
-	uint64_t bits_out;           /* delivered as full entropy since start */
-	uint64_t bytes_drbg;         /* delivered in DRBG mode since start */
+	uint64_t bits_in;    /* credited since start */
+	uint64_t bits_out;   /* delivered as full entropy since start */
+	uint64_t bytes_drbg; /* delivered in DRBG mode since start */
 	uint32_t sources;
 	uint32_t sinks;
 	uint32_t uptime_s;

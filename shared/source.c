@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+#include "source.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -7,7 +9,6 @@
 #include "client.h"
 #include "log.h"
 #include "proto.h"
-#include "source.h"
 
 static int ensure_connected(struct eb_client *c)
 {
@@ -23,7 +24,7 @@ static int ensure_connected(struct eb_client *c)
 }
 
 int eb_source_run(struct eb_client *c, eb_source_fill_t fill, void *userdata, size_t chunk,
-		  struct eb_source_stats *ret_stats)
+                  struct eb_source_stats *ret_stats)
 {
 	struct eb_source_stats st = {};
 	uint8_t *buf;
@@ -47,7 +48,7 @@ int eb_source_run(struct eb_client *c, eb_source_fill_t fill, void *userdata, si
 			r = eb_client_wait_wake(c);
 			if (r < 0) {
 				log_warning("Lost broker %s: %s; failing over", eb_client_broker(c),
-					    eb_client_last_error(c));
+				            eb_client_last_error(c));
 				continue;
 			}
 		}
@@ -60,7 +61,7 @@ int eb_source_run(struct eb_client *c, eb_source_fill_t fill, void *userdata, si
 			r = eb_client_flush(c);
 			if (r < 0)
 				log_warning("Broker %s did not acknowledge the last data: %s",
-					    eb_client_broker(c), eb_client_last_error(c));
+				            eb_client_broker(c), eb_client_last_error(c));
 			r = 0;
 			break;
 		}
@@ -69,13 +70,13 @@ int eb_source_run(struct eb_client *c, eb_source_fill_t fill, void *userdata, si
 		explicit_bzero(buf, (size_t)n);
 		if (r == -EACCES) {
 			log_error("Broker %s refused the data: %s", eb_client_broker(c),
-				  eb_client_last_error(c));
+			          eb_client_last_error(c));
 			break;
 		}
 		if (r < 0) {
 			/* What was in flight is lost with the connection; it is not sent twice. */
 			log_warning("Lost broker %s: %s; failing over", eb_client_broker(c),
-				    eb_client_last_error(c));
+			            eb_client_last_error(c));
 			continue;
 		}
 		st.bytes += (uint64_t)n;

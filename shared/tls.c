@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+#include "tls.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
@@ -9,7 +11,6 @@
 
 #include "macro.h"
 #include "proto.h"
-#include "tls.h"
 #include "tls-internal.h"
 
 /* TLS_AES_256_GCM_SHA384 on the wire (RFC 8446, B.4). */
@@ -28,7 +29,7 @@ struct client_data {
 static int ctx_index = -1, ssl_index = -1;
 
 static void free_ctx_data(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
-			  void *argp)
+                          void *argp)
 {
 	(void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
 	if (!ptr)
@@ -65,7 +66,8 @@ static SSL_SESSION *psk_session(SSL *ssl, const uint8_t key[EB_KEY_SIZE])
 	s = SSL_SESSION_new();
 	if (!s)
 		return NULL;
-	if (!SSL_SESSION_set1_master_key(s, key, EB_KEY_SIZE) || !SSL_SESSION_set_cipher(s, cipher) ||
+	if (!SSL_SESSION_set1_master_key(s, key, EB_KEY_SIZE) ||
+	    !SSL_SESSION_set_cipher(s, cipher) ||
 	    !SSL_SESSION_set_protocol_version(s, TLS1_3_VERSION)) {
 		SSL_SESSION_free(s);
 		return NULL;
@@ -74,7 +76,7 @@ static SSL_SESSION *psk_session(SSL *ssl, const uint8_t key[EB_KEY_SIZE])
 }
 
 static int find_session(SSL *ssl, const unsigned char *identity, size_t identity_len,
-			SSL_SESSION **ret)
+                        SSL_SESSION **ret)
 {
 	struct server_data *d = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ctx_index);
 	struct eb_tls_peer *peer;
@@ -89,7 +91,7 @@ static int find_session(SSL *ssl, const unsigned char *identity, size_t identity
 	identity_len = MIN(identity_len, sizeof(peer->identity) - 1);
 	for (size_t i = 0; i < identity_len; i++)
 		peer->identity[i] =
-			identity[i] >= 0x20 && identity[i] < 0x7f ? (char)identity[i] : '?';
+		    identity[i] >= 0x20 && identity[i] < 0x7f ? (char)identity[i] : '?';
 	if (!SSL_set_ex_data(ssl, ssl_index, peer)) {
 		free(peer);
 		return 0;
@@ -102,8 +104,8 @@ static int find_session(SSL *ssl, const unsigned char *identity, size_t identity
 	return *ret ? 1 : 0;
 }
 
-static int use_session(SSL *ssl, const EVP_MD *md, const unsigned char **ret_id,
-		       size_t *ret_idlen, SSL_SESSION **ret)
+static int use_session(SSL *ssl, const EVP_MD *md, const unsigned char **ret_id, size_t *ret_idlen,
+                       SSL_SESSION **ret)
 {
 	struct client_data *d = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ctx_index);
 	const SSL_CIPHER *cipher = SSL_CIPHER_find(ssl, suite_id);
@@ -131,7 +133,8 @@ static SSL_CTX *ctx_new(const SSL_METHOD *method)
 	 * tickets or cache: every connection authenticates with the user's key afresh. */
 	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) ||
 	    !SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) ||
-	    !SSL_CTX_set_ciphersuites(ctx, EB_TLS_CIPHERSUITE) || !SSL_CTX_set_num_tickets(ctx, 0)) {
+	    !SSL_CTX_set_ciphersuites(ctx, EB_TLS_CIPHERSUITE) ||
+	    !SSL_CTX_set_num_tickets(ctx, 0)) {
 		SSL_CTX_free(ctx);
 		return NULL;
 	}

@@ -13,7 +13,7 @@ struct ssl_ctx_st;
 
 /* Finds the key of the user named identity; returns 0 and fills ret_key, or -ENOENT. */
 typedef int (*eb_tls_psk_lookup_t)(const char *identity, uint8_t ret_key[EB_KEY_SIZE],
-				   void *userdata);
+                                   void *userdata);
 
 /* A server context: TLS 1.3 only, PSK with (EC)DHE key exchange only (psk_dhe_ke), no
  * certificates, no session tickets. */

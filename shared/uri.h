@@ -17,9 +17,9 @@ enum eb_uri_kind {
 
 struct eb_uri {
 	enum eb_uri_kind kind;
-	char host[256];   /* TCP: name or address, without brackets */
-	uint16_t port;    /* TCP and vsock */
-	uint32_t cid;     /* vsock */
+	char host[256]; /* TCP: name or address, without brackets */
+	uint16_t port;  /* TCP and vsock */
+	uint32_t cid;   /* vsock */
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* unix */
 };
 

@@ -21,14 +21,15 @@ static unsigned long long arg_timeout_s;
 
 static void help(void)
 {
-	printf("Usage: eb-sink-file --bytes N [OPTIONS]\n\n"
-	       "Writes exactly N bytes of full-entropy output from a broker to a file or standard\n"
-	       "output, or exits non-zero; every byte written is one the broker vouched for.\n\n"
-	       "      --bytes N         how many bytes to write\n"
-	       "  -o, --output PATH     write to PATH (created 0600) instead of standard output\n"
-	       "      --mode MODE       full (default: SP 800-90C full entropy) or drbg\n"
-	       "      --timeout SEC     give up after SEC seconds (default: wait forever)\n" EB_CLI_CLIENT_HELP
-	       "\nSee eb-sink-file(1).\n");
+	printf(
+	    "Usage: eb-sink-file --bytes N [OPTIONS]\n\n"
+	    "Writes exactly N bytes of full-entropy output from a broker to a file or standard\n"
+	    "output, or exits non-zero; every byte written is one the broker vouched for.\n\n"
+	    "      --bytes N         how many bytes to write\n"
+	    "  -o, --output PATH     write to PATH (created 0600) instead of standard output\n"
+	    "      --mode MODE       full (default: SP 800-90C full entropy) or drbg\n"
+	    "      --timeout SEC     give up after SEC seconds (default: wait forever)\n" EB_CLI_CLIENT_HELP
+	    "\nSee eb-sink-file(1).\n");
 }
 
 static uint64_t now_ms(void)
@@ -65,12 +66,12 @@ static int parse_args(int argc, char *argv[], struct eb_client_options *o)
 {
 	enum { ARG_BYTES = EB_CLI_ARG_FIRST_PRIVATE, ARG_MODE, ARG_TIMEOUT };
 	static const struct option options[] = {
-		EB_CLI_CLIENT_OPTIONS,
-		{"bytes", required_argument, NULL, ARG_BYTES},
-		{"output", required_argument, NULL, 'o'},
-		{"mode", required_argument, NULL, ARG_MODE},
-		{"timeout", required_argument, NULL, ARG_TIMEOUT},
-		{},
+	    EB_CLI_CLIENT_OPTIONS,
+	    {"bytes", required_argument, NULL, ARG_BYTES},
+	    {"output", required_argument, NULL, 'o'},
+	    {"mode", required_argument, NULL, ARG_MODE},
+	    {"timeout", required_argument, NULL, ARG_TIMEOUT},
+	    {},
 	};
 	int c, r;
 
@@ -85,7 +86,8 @@ static int parse_args(int argc, char *argv[], struct eb_client_options *o)
 		switch (c) {
 		case ARG_BYTES:
 			if (eb_cli_parse_u64(optarg, 1, 1ULL << 48, &arg_bytes) < 0)
-				return log_error_errno(EINVAL, "Invalid --bytes \"%s\": expected 1 to 2^48", optarg);
+				return log_error_errno(
+				    EINVAL, "Invalid --bytes \"%s\": expected 1 to 2^48", optarg);
 			break;
 		case 'o':
 			arg_output = optarg;
@@ -96,18 +98,21 @@ static int parse_args(int argc, char *argv[], struct eb_client_options *o)
 			else if (strcmp(optarg, "drbg") == 0)
 				arg_mode = EB_GET_DRBG;
 			else
-				return log_error_errno(EINVAL, "Invalid --mode \"%s\": expected full or drbg", optarg);
+				return log_error_errno(
+				    EINVAL, "Invalid --mode \"%s\": expected full or drbg", optarg);
 			break;
 		case ARG_TIMEOUT:
 			if (eb_cli_parse_u64(optarg, 1, 86400 * 365, &arg_timeout_s) < 0)
-				return log_error_errno(EINVAL, "Invalid --timeout \"%s\": expected seconds", optarg);
+				return log_error_errno(
+				    EINVAL, "Invalid --timeout \"%s\": expected seconds", optarg);
 			break;
 		default:
 			return -EINVAL;
 		}
 	}
 	if (optind < argc)
-		return log_error_errno(EINVAL, "Unexpected argument \"%s\"; see --help", argv[optind]);
+		return log_error_errno(EINVAL, "Unexpected argument \"%s\"; see --help",
+		                       argv[optind]);
 	if (arg_bytes == 0)
 		return log_error_errno(EINVAL, "--bytes N is required; see --help");
 	return 1;
@@ -144,16 +149,19 @@ int main(int argc, char *argv[])
 		uint32_t bits = 0, retry = 0;
 
 		if (deadline && now_ms() >= deadline) {
-			log_error("Timed out after writing %" PRIu64 " of %llu bytes", written, arg_bytes);
+			log_error("Timed out after writing %" PRIu64 " of %llu bytes", written,
+			          arg_bytes);
 			r = -ETIMEDOUT;
 			break;
 		}
 		if (!eb_client_connected(client)) {
 			requested = written;
 			n_in_flight = 0;
-			r = eb_client_connect_retry(client, deadline ? (int)(deadline - now_ms()) : 0);
+			r = eb_client_connect_retry(client,
+			                            deadline ? (int)(deadline - now_ms()) : 0);
 			if (r < 0) {
-				log_error_errno(r, "Cannot reach a broker: %s", eb_client_last_error(client));
+				log_error_errno(r, "Cannot reach a broker: %s",
+				                eb_client_last_error(client));
 				break;
 			}
 			log_debug("Drawing from %s", eb_client_broker(client));
@@ -170,10 +178,11 @@ int main(int argc, char *argv[])
 		if (!eb_client_connected(client))
 			goto lost;
 		r = eb_client_receive(client, buf, sizeof(buf), &len, &bits, &retry);
-		if (r == -ENOTCONN || (r < 0 && r != -EAGAIN && r != -EDQUOT && !eb_client_connected(client))) {
+		if (r == -ENOTCONN ||
+		    (r < 0 && r != -EAGAIN && r != -EDQUOT && !eb_client_connected(client))) {
 			if (r == -EACCES) {
 				log_error("Broker %s refused: %s", eb_client_broker(client),
-					  eb_client_last_error(client));
+				          eb_client_last_error(client));
 				break;
 			}
 			goto lost;
@@ -184,29 +193,31 @@ int main(int argc, char *argv[])
 		n_in_flight--;
 		if (r == -EAGAIN || r == -EDQUOT) {
 			log_debug("Broker %s: %s, retrying in %u ms", eb_client_broker(client),
-				  r == -EAGAIN ? "pool empty" : "quota spent", retry);
+			          r == -EAGAIN ? "pool empty" : "quota spent", retry);
 			sleep_ms(MIN(retry, 60000u));
 			continue;
 		}
 		if (r < 0)
 			goto lost;
 		if (arg_mode == EB_GET_FULL && bits < len * 8) {
-			log_error("Broker %s sent %zu bytes carrying only %u bits; refusing to write them",
-				  eb_client_broker(client), len, bits);
+			log_error(
+			    "Broker %s sent %zu bytes carrying only %u bits; refusing to write them",
+			    eb_client_broker(client), len, bits);
 			r = -EBADMSG;
 			break;
 		}
 		r = write_all(fd, buf, len);
 		explicit_bzero(buf, len);
 		if (r < 0) {
-			log_error_errno(r, "Failed to write %s: %m", arg_output ? arg_output : "standard output");
+			log_error_errno(r, "Failed to write %s: %m",
+			                arg_output ? arg_output : "standard output");
 			break;
 		}
 		written += len;
 		continue;
 	lost:
 		log_warning("Lost broker %s: %s; failing over", eb_client_broker(client),
-			    eb_client_last_error(client));
+		            eb_client_last_error(client));
 		eb_client_disconnect(client);
 	}
 	if (fd != STDOUT_FILENO && close(fd) < 0 && r >= 0)

@@ -52,9 +52,9 @@ int main(int argc, char *argv[])
 {
 	enum { ARG_CREDIT = EB_CLI_ARG_FIRST_PRIVATE };
 	static const struct option options[] = {
-		EB_CLI_CLIENT_OPTIONS,
-		{"credit-per-byte", required_argument, NULL, ARG_CREDIT},
-		{},
+	    EB_CLI_CLIENT_OPTIONS,
+	    {"credit-per-byte", required_argument, NULL, ARG_CREDIT},
+	    {},
 	};
 	struct eb_client_options o = {.roles = EB_ROLE_SOURCE};
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
@@ -109,7 +109,8 @@ int main(int argc, char *argv[])
 		close(in.fd);
 	if (r < 0)
 		return 1;
-	log_info("Donated %" PRIu64 " bytes of %s, %" PRIu64 " bits credited of %" PRIu64 " claimed",
-		 st.bytes, in.path, st.credited, st.claimed);
+	log_info("Donated %" PRIu64 " bytes of %s, %" PRIu64 " bits credited of %" PRIu64
+	         " claimed",
+	         st.bytes, in.path, st.credited, st.claimed);
 	return 0;
 }

@@ -15,11 +15,12 @@ static unsigned long long done_bytes;
 
 static void help(void)
 {
-	printf("Usage: eb-source-kernel [OPTIONS]\n\n"
-	       "Donates the local kernel's randomness (getrandom) to a broker.\n\n"
-	       "      --credit-per-byte BITS  entropy to claim per byte, 0-8 (default 1)\n"
-	       "      --bytes N               stop after N bytes (default: run until stopped)\n" EB_CLI_CLIENT_HELP
-	       "\nSee eb-source-kernel(1).\n");
+	printf(
+	    "Usage: eb-source-kernel [OPTIONS]\n\n"
+	    "Donates the local kernel's randomness (getrandom) to a broker.\n\n"
+	    "      --credit-per-byte BITS  entropy to claim per byte, 0-8 (default 1)\n"
+	    "      --bytes N               stop after N bytes (default: run until stopped)\n" EB_CLI_CLIENT_HELP
+	    "\nSee eb-source-kernel(1).\n");
 }
 
 static ssize_t fill(void *userdata, uint8_t *buf, size_t size, uint64_t *ret_credit)
@@ -48,10 +49,10 @@ int main(int argc, char *argv[])
 {
 	enum { ARG_CREDIT = EB_CLI_ARG_FIRST_PRIVATE, ARG_BYTES };
 	static const struct option options[] = {
-		EB_CLI_CLIENT_OPTIONS,
-		{"credit-per-byte", required_argument, NULL, ARG_CREDIT},
-		{"bytes", required_argument, NULL, ARG_BYTES},
-		{},
+	    EB_CLI_CLIENT_OPTIONS,
+	    {"credit-per-byte", required_argument, NULL, ARG_CREDIT},
+	    {"bytes", required_argument, NULL, ARG_BYTES},
+	    {},
 	};
 	struct eb_client_options o = {.roles = EB_ROLE_SOURCE, .kind = "kernel getrandom"};
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
@@ -77,7 +78,8 @@ int main(int argc, char *argv[])
 			arg_credit_per_byte = (unsigned)v;
 		} else if (c == ARG_BYTES) {
 			if (eb_cli_parse_u64(optarg, 1, UINT64_MAX, &arg_bytes) < 0) {
-				log_error("Invalid --bytes \"%s\": expected a positive number", optarg);
+				log_error("Invalid --bytes \"%s\": expected a positive number",
+				          optarg);
 				return 2;
 			}
 		} else
@@ -94,6 +96,6 @@ int main(int argc, char *argv[])
 	if (r < 0)
 		return 1;
 	log_info("Donated %" PRIu64 " bytes, %" PRIu64 " bits credited of %" PRIu64 " claimed",
-		 st.bytes, st.credited, st.claimed);
+	         st.bytes, st.credited, st.claimed);
 	return 0;
 }

@@ -54,9 +54,9 @@ int main(int argc, char *argv[])
 {
 	enum { ARG_JSON = EB_CLI_ARG_FIRST_PRIVATE };
 	static const struct option options[] = {
-		EB_CLI_CLIENT_OPTIONS,
-		{"json", no_argument, NULL, ARG_JSON},
-		{},
+	    EB_CLI_CLIENT_OPTIONS,
+	    {"json", no_argument, NULL, ARG_JSON},
+	    {},
 	};
 	struct eb_client_options o = {.roles = EB_ROLE_ADMIN, .kind = "eb-brokerctl"};
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
@@ -95,13 +95,14 @@ int main(int argc, char *argv[])
 		return 2;
 	r = eb_client_connect(client);
 	if (r < 0) {
-		log_error("Cannot query %s: %s", eb_client_broker(client), eb_client_last_error(client));
+		log_error("Cannot query %s: %s", eb_client_broker(client),
+		          eb_client_last_error(client));
 		return 1;
 	}
 	r = eb_client_status(client, &st);
 	if (r < 0) {
 		log_error("Broker %s did not answer STATUS: %s", eb_client_broker(client),
-			  eb_client_last_error(client));
+		          eb_client_last_error(client));
 		return 1;
 	}
 	print_status(eb_client_broker(client), &st);
