@@ -56,7 +56,7 @@ def check(cond, what):
 class Broker:
     """A broker started the way systemd starts it: socket-activated, with named fds."""
 
-    def __init__(self, users, broker_extra="", activate=True, tmp=None):
+    def __init__(self, users, broker_extra="", activate=True, tmp=None, capacity=1048576):
         need("systemd-socket-activate")
         self.tmp = tmp or tempfile.mkdtemp(prefix="eb-it-")
         # Raw clients connect as other uids; they must reach the socket to be refused by it.
@@ -67,7 +67,7 @@ class Broker:
         self.seed = os.path.join(self.tmp, "seed")
         self.keys = {}
         self.activate = activate
-        conf = ["[broker]", "capacity-bits = 1048576", f"seed-file = {self.seed}",
+        conf = ["[broker]", f"capacity-bits = {capacity}", f"seed-file = {self.seed}",
                 "status-interval-sec = 3600"]
         conf += [l for l in broker_extra.strip().splitlines() if l.strip()]
         for name, u in users.items():
