@@ -9,6 +9,7 @@
 #include "broker.h"
 #include "conf.h"
 #include "log.h"
+#include "uri.h"
 
 static const char *arg_config;
 static char *arg_listen[EB_CONF_LISTEN_MAX];
@@ -43,12 +44,22 @@ static int parse_argv(int argc, char *argv[])
 		case 'c':
 			arg_config = optarg;
 			break;
-		case 'l':
+		case 'l': {
+			struct eb_uri u;
+
+			/* A mistyped address is the operator's error (exit 2), not a runtime
+			 * failure found only after the configuration and the pool are set up. */
+			if (eb_uri_parse(optarg, &u) < 0)
+				return log_error_errno(
+				    EINVAL,
+				    "Invalid --listen address \"%s\": expected tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH or vsock://CID[:PORT]",
+				    optarg);
 			if (arg_n_listen >= EB_CONF_LISTEN_MAX)
 				return log_error_errno(E2BIG, "At most %d --listen addresses",
 				                       EB_CONF_LISTEN_MAX);
 			arg_listen[arg_n_listen++] = optarg;
 			break;
+		}
 		case 'v':
 			log_set_max_level(LOG_DEBUG);
 			break;
