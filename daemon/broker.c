@@ -159,6 +159,21 @@ static void tell_sources(struct broker *b, enum eb_msg_type type)
 	}
 }
 
+/* Tells the journal where the level is, at most once per ZONE_LOG_INTERVAL_USEC; the notify
+ * timer calls it every second too, so a change held back is logged a moment later, not lost. */
+static void log_zone(struct broker *b)
+{
+	uint64_t now = broker_now(b);
+	char what[64];
+
+	if (b->zone == b->zone_logged || now < b->zone_logged_usec + ZONE_LOG_INTERVAL_USEC)
+		return;
+	b->zone_logged = b->zone;
+	b->zone_logged_usec = now;
+	snprintf(what, sizeof(what), "Pool %s", zone_name(b->zone));
+	log_pool(b, b->zone == POOL_EMPTY ? LOG_NOTICE : LOG_INFO, zone_msgid(b->zone), what);
+}
+
 void broker_pool_changed(struct broker *b)
 {
 	uint64_t level = eb_pool_level(b->pool);
@@ -178,16 +193,8 @@ void broker_pool_changed(struct broker *b)
 
 	z = current_zone(b);
 	if (z != b->zone) {
-		uint64_t now = broker_now(b);
-
 		b->zone = z;
-		if (now >= b->zone_logged_usec + ZONE_LOG_INTERVAL_USEC) {
-			char what[64];
-
-			b->zone_logged_usec = now;
-			snprintf(what, sizeof(what), "Pool %s", zone_name(z));
-			log_pool(b, z == POOL_EMPTY ? LOG_NOTICE : LOG_INFO, zone_msgid(z), what);
-		}
+		log_zone(b);
 	}
 	broker_mark_status(b);
 }
@@ -226,6 +233,7 @@ static int on_notify_timer(sd_event_source *src, uint64_t usec, void *userdata)
 {
 	struct broker *b = userdata;
 
+	log_zone(b);
 	if (b->status_dirty)
 		notify_status(b);
 	(void)sd_event_source_set_time(src, usec + NOTIFY_INTERVAL_USEC);
@@ -315,7 +323,7 @@ int broker_new(struct eb_conf *conf, struct broker **ret)
 	if (!b)
 		return log_oom();
 	b->conf = conf;
-	b->zone = _POOL_ZONE_INVALID;
+	b->zone = b->zone_logged = _POOL_ZONE_INVALID;
 	b->users = calloc(MAX(conf->n_users, 1u), sizeof(*b->users));
 	b->scratch = malloc(EB_DATA_MAX);
 	if (!b->users || !b->scratch)

@@ -50,7 +50,8 @@ struct broker {
 	uint64_t waitq_seq;
 
 	bool sources_asleep;
-	enum pool_zone zone;
+	enum pool_zone zone;        /* where the level is now */
+	enum pool_zone zone_logged; /* what the journal was last told */
 	uint64_t zone_logged_usec;
 
 	uint64_t bits_in, bits_out, bytes_drbg, bits_seed;

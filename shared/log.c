@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 
+/* We pass the caller's location ourselves; sd-journal would otherwise name log.c. */
+#define SD_JOURNAL_SUPPRESS_LOCATION 1
 #include <systemd/sd-journal.h>
 
 #define LOG_LINE_MAX   2048
@@ -66,8 +68,8 @@ int log_get_max_level(void)
 static void emit(int level, const char *fields, const char *msg, const char *file, int line)
 {
 	if (to_journal) {
-		struct iovec iov[LOG_FIELDS_MAX + 4];
-		char prio[32], msgbuf[LOG_LINE_MAX + 16], loc[256];
+		struct iovec iov[LOG_FIELDS_MAX + 6];
+		char prio[32], msgbuf[LOG_LINE_MAX + 16], loc[256], lineno[32], ident[96];
 		char fbuf[LOG_LINE_MAX];
 		size_t n = 0;
 
@@ -75,9 +77,13 @@ static void emit(int level, const char *fields, const char *msg, const char *fil
 		snprintf(msgbuf, sizeof(msgbuf), "MESSAGE=%s", msg);
 		iov[n++] = (struct iovec){prio, strlen(prio)};
 		iov[n++] = (struct iovec){msgbuf, strlen(msgbuf)};
+		snprintf(ident, sizeof(ident), "SYSLOG_IDENTIFIER=%s", program_name);
+		iov[n++] = (struct iovec){ident, strlen(ident)};
 		if (file) {
-			snprintf(loc, sizeof(loc), "CODE_FILE=%s:%d", file, line);
+			snprintf(loc, sizeof(loc), "CODE_FILE=%s", file);
+			snprintf(lineno, sizeof(lineno), "CODE_LINE=%d", line);
 			iov[n++] = (struct iovec){loc, strlen(loc)};
+			iov[n++] = (struct iovec){lineno, strlen(lineno)};
 		}
 		if (fields) {
 			/* Split "K=v\nK=v" in a copy; sd_journal_sendv() takes one field per iovec.

@@ -87,15 +87,20 @@ class Broker:
         self.proc = None
 
     def start(self):
-        env = dict(os.environ, EB_LOG_TARGET="console")
+        env = dict(os.environ, EB_LOG_TARGET=getattr(self, "log_target", "console"))
         # The socket's appearance says the new broker (or its activator) listens: clear the
         # last one's first.
         if os.path.exists(self.sock):
             os.unlink(self.sock)
         self.logf = open(self.log, "ab")
         if self.activate:
+            # systemd-socket-activate passes on only the variables it is told to.
             cmd = ["systemd-socket-activate", "-l", f"127.0.0.1:{self.port}", "-l", self.sock,
-                   "--fdname=tcp:unix", prog("eb-brokerd"), "-c", self.conf]
+                   "--fdname=tcp:unix", "-E", f"EB_LOG_TARGET={env['EB_LOG_TARGET']}"]
+            for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "EB_LOG_LEVEL"):
+                if var in env:
+                    cmd += ["-E", f"{var}={env[var]}"]
+            cmd += [prog("eb-brokerd"), "-c", self.conf]
         else:
             cmd = [prog("eb-brokerd"), "-c", self.conf, "-l", f"tcp://127.0.0.1:{self.port}",
                    "-l", f"unix:{self.sock}"]
