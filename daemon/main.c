@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "broker.h"
 #include "conf.h"
 #include "log.h"
@@ -109,6 +111,15 @@ static int run(int argc, char *argv[])
 		return r < 0 ? 2 : 0;
 	if (load_config(&conf) < 0)
 		return 2;
+	/* Without sockets from systemd the broker binds its own; having none to bind is the
+	 * operator's error (exit 2), so say so before the pool is set up. */
+	if (sd_listen_fds(false) == 0 && arg_n_listen == 0 && conf->n_listen == 0) {
+		log_error(
+		    "Nothing to listen on: no sockets from systemd, no --listen, no listen= in %s",
+		    conf->path ? conf->path : "the configuration");
+		eb_conf_free(conf);
+		return 2;
+	}
 	/* A peer that vanishes mid-write must cost us a session, not the process. */
 	signal(SIGPIPE, SIG_IGN);
 
