@@ -48,6 +48,7 @@ struct broker {
 	/* Sinks whose GET waits for the pool, in the order they will be served. */
 	struct session *waitq;
 	uint64_t waitq_seq;
+	bool scheduling; /* scheduler_run() is on the stack */
 
 	bool sources_asleep;
 	enum pool_zone zone;        /* where the level is now */

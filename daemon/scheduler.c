@@ -54,16 +54,27 @@ void scheduler_dequeue(struct broker *b, struct session *s)
 
 void scheduler_run(struct broker *b)
 {
+	/* Serving a GET changes the pool, which calls us again: the outer loop goes on. */
+	if (b->scheduling)
+		return;
+	b->scheduling = true;
 	while (b->waitq) {
 		struct session *s = b->waitq;
 
-		if (!session_serve_get(s, false))
-			return;
 		scheduler_dequeue(b, s);
+		if (!session_serve_get(s, false)) {
+			/* Back to the head, where it was: it keeps its turn. */
+			s->wnext = b->waitq;
+			b->waitq = s;
+			s->queued = true;
+			(void)sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
+			break;
+		}
 		/* Flush and read on from the event loop, not from here: we may be inside
 		 * another session's handler. */
 		(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
 	}
+	b->scheduling = false;
 }
 
 static void refill(struct broker *b, const struct eb_user *u, struct user_state *st)

@@ -467,7 +467,11 @@ bool session_serve_get(struct session *s, bool final)
 		refuse(s, EB_ERR_INTERNAL, "encoding failure");
 		return true;
 	}
+	/* Answered before the broker looks at the pool again: that may serve the queue, and this
+	 * GET must not be answered twice. */
+	s->get_pending = false;
 	broker_pool_changed(b);
+	return true;
 answered:
 	s->get_pending = false;
 	return true;
