@@ -419,45 +419,29 @@ bool session_serve_get(struct session *s, bool final)
 			send_retry(s, EB_MSG_QUOTA, retry);
 			goto answered;
 		}
-		if (n == 0) {
-			if (!final)
-				return false;
-			send_retry(s, EB_MSG_EMPTY, scheduler_empty_retry_ms(b));
-			goto answered;
-		}
-		r = eb_pool_take_full(b->pool, b->scratch, n);
-		if (r == -EAGAIN) {
-			if (!final)
-				return false;
-			send_retry(s, EB_MSG_EMPTY, scheduler_empty_retry_ms(b));
-			goto answered;
-		}
-		if (r < 0) {
-			log_error_errno(r, "Failed to draw from the pool: %m");
-			refuse(s, EB_ERR_INTERNAL, "pool failure");
-			return true;
-		}
+		r = n == 0 ? -EAGAIN : eb_pool_take_full(b->pool, b->scratch, n);
+	} else {
+		n = want;
+		r = eb_pool_take_drbg(b->pool, b->scratch, n);
+	}
+	if (r == -EAGAIN) {
+		if (!final)
+			return false;
+		send_retry(s, EB_MSG_EMPTY, scheduler_empty_retry_ms(b));
+		goto answered;
+	}
+	if (r < 0) {
+		log_error_errno(r, "Failed to draw from the pool: %m");
+		refuse(s, EB_ERR_INTERNAL, "pool failure");
+		return true;
+	}
+	if (s->get.mode == EB_GET_FULL) {
 		scheduler_charge(b, s, u, n);
 		m.data.bits = (uint32_t)(n * 8);
 		s->bits_out += n * 8;
 		b->bits_out += n * 8;
-	} else {
-		n = want;
-		r = eb_pool_take_drbg(b->pool, b->scratch, n);
-		if (r == -EAGAIN) {
-			if (!final)
-				return false;
-			send_retry(s, EB_MSG_EMPTY, scheduler_empty_retry_ms(b));
-			goto answered;
-		}
-		if (r < 0) {
-			log_error_errno(r, "Failed to draw from the DRBG: %m");
-			refuse(s, EB_ERR_INTERNAL, "DRBG failure");
-			return true;
-		}
-		m.data.bits = 0;
+	} else
 		b->bytes_drbg += n;
-	}
 	m.data.data = b->scratch;
 	m.data.len = (uint32_t)n;
 	r = session_send(s, &m);

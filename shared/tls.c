@@ -123,12 +123,24 @@ static int use_session(SSL *ssl, const EVP_MD *md, const unsigned char **ret_id,
 	return 1;
 }
 
-static SSL_CTX *ctx_new(const SSL_METHOD *method)
+/* A context with our settings and a zeroed data block attached, which free_ctx_data() wipes. */
+static SSL_CTX *ctx_new(const SSL_METHOD *method, void **ret_data)
 {
-	SSL_CTX *ctx = SSL_CTX_new(method);
+	SSL_CTX *ctx;
+	void *d;
 
+	if (init_indexes() < 0)
+		return NULL;
+	ctx = SSL_CTX_new(method);
 	if (!ctx)
 		return NULL;
+	d = OPENSSL_zalloc(MAX(sizeof(struct server_data), sizeof(struct client_data)));
+	if (!d || !SSL_CTX_set_ex_data(ctx, ctx_index, d)) {
+		OPENSSL_free(d);
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	*ret_data = d;
 	/* TLS 1.3 only, one suite, (EC)DHE with every PSK (psk_dhe_ke: forward secrecy), no
 	 * tickets or cache: every connection authenticates with the user's key afresh. */
 	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) ||
@@ -150,17 +162,9 @@ int eb_tls_server_new(eb_tls_psk_lookup_t lookup, void *userdata, SSL_CTX **ret)
 	struct server_data *d;
 	SSL_CTX *ctx;
 
-	if (init_indexes() < 0)
-		return -ENOMEM;
-	ctx = ctx_new(TLS_server_method());
+	ctx = ctx_new(TLS_server_method(), (void **)&d);
 	if (!ctx)
 		return -ENOMEM;
-	d = OPENSSL_zalloc(MAX(sizeof(struct server_data), sizeof(struct client_data)));
-	if (!d || !SSL_CTX_set_ex_data(ctx, ctx_index, d)) {
-		OPENSSL_free(d);
-		SSL_CTX_free(ctx);
-		return -ENOMEM;
-	}
 	d->lookup = lookup;
 	d->userdata = userdata;
 	SSL_CTX_set_psk_find_session_callback(ctx, find_session);
@@ -175,17 +179,9 @@ int eb_tls_client_new(const char *user, const uint8_t key[EB_KEY_SIZE], SSL_CTX 
 
 	if (!user || strlen(user) == 0 || strlen(user) > EB_KIND_MAX)
 		return -EINVAL;
-	if (init_indexes() < 0)
-		return -ENOMEM;
-	ctx = ctx_new(TLS_client_method());
+	ctx = ctx_new(TLS_client_method(), (void **)&d);
 	if (!ctx)
 		return -ENOMEM;
-	d = OPENSSL_zalloc(MAX(sizeof(struct server_data), sizeof(struct client_data)));
-	if (!d || !SSL_CTX_set_ex_data(ctx, ctx_index, d)) {
-		OPENSSL_free(d);
-		SSL_CTX_free(ctx);
-		return -ENOMEM;
-	}
 	memcpy(d->user, user, strlen(user) + 1);
 	memcpy(d->key, key, EB_KEY_SIZE);
 	SSL_CTX_set_psk_use_session_callback(ctx, use_session);
