@@ -599,6 +599,16 @@ static int do_handshake(struct session *s)
 	return 0;
 }
 
+/* A peer that closes, even with a reset because it left acknowledgements unread, has simply
+ * left; only other errors are worth an operator's attention. */
+static void log_gone(struct session *s, int r)
+{
+	if (r == 0 || r == -ECONNRESET || r == -EPIPE)
+		log_debug("%s (user %s) closed the connection", s->peer, user_name(s));
+	else
+		log_info("%s (user %s) went away: %s", s->peer, user_name(s), strerror(-r));
+}
+
 void session_pump(struct session *s)
 {
 	for (unsigned budget = 16; budget > 0; budget--) {
@@ -615,8 +625,7 @@ void session_pump(struct session *s)
 		r = session_flush(s);
 		if (r < 0) {
 			if (s->state != SESSION_CLOSING)
-				log_info("%s (user %s) went away: %s", s->peer, user_name(s),
-				         strerror(-r));
+				log_gone(s, r);
 			goto close;
 		}
 		if (s->state == SESSION_CLOSING) {
@@ -629,12 +638,7 @@ void session_pump(struct session *s)
 			    eb_conn_read(s->conn, s->rbuf + s->rend, SESSION_RBUF_SIZE - s->rend);
 
 			if (k == 0 || (k < 0 && k != -EAGAIN)) {
-				if (k == 0)
-					log_debug("%s (user %s) closed the connection", s->peer,
-					          user_name(s));
-				else
-					log_info("%s (user %s) went away: %s", s->peer,
-					         user_name(s), strerror((int)-k));
+				log_gone(s, (int)k);
 				goto close;
 			}
 			if (k > 0) {
