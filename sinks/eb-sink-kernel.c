@@ -1,0 +1,422 @@
+/* SPDX-License-Identifier: MIT */
+/* eb-sink-kernel: seeds the kernel's RNG from a broker, once at boot or on a schedule. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "cli.h"
+#include "kernel.h"
+#include "log.h"
+
+/* How often the persistent loop looks for a resume from suspend when nothing else wakes it:
+ * CLOCK_MONOTONIC stops in suspend, so a longer sleep would notice a resume only that much
+ * later. The kernel reseeds its CRNG on resume by itself; what we add is fresh outside input,
+ * where seconds do not matter. */
+#define RESUME_CHECK_MS 10000
+/* A jump of the suspend gap smaller than this is scheduling noise, not a suspend. */
+#define RESUME_SLACK_NS (2 * (int64_t)1000000000)
+/* One scheduled mix gives up after this long and waits for the next. */
+#define MIX_DEADLINE_MS 60000
+/* Before 5.18 a refill asks for what the pool lacks, within these bounds. */
+#define REFILL_MIN_BITS 64
+#define REFILL_MAX_BITS 4096
+
+static bool arg_oneshot;
+static unsigned long long arg_bits = 256;
+static unsigned long long arg_timeout_s = 30;
+static bool arg_timeout_set;
+static unsigned long long arg_interval_s = 300;
+static bool arg_interval_set;
+
+static void help(void)
+{
+	printf(
+	    "Usage: eb-sink-kernel [OPTIONS]\n\n"
+	    "Feeds full-entropy output from a broker to the kernel's RNG (RNDADDENTROPY), crediting\n"
+	    "exactly the bits the broker vouched for. Needs CAP_SYS_ADMIN.\n\n"
+	    "      --oneshot         seed once and exit (early boot); default: keep mixing in\n"
+	    "      --bits N          bits to draw per seed, a multiple of 8 (default 256)\n"
+	    "      --timeout SEC     --oneshot gives up after SEC seconds (default 30)\n"
+	    "      --interval SEC    persistent mode mixes in fresh bits every SEC seconds\n"
+	    "                        (default 300)\n" EB_CLI_CLIENT_HELP
+	    "\nSee eb-sink-kernel(8).\n");
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t boottime_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(uint64_t ms)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+	                      .tv_nsec = (long)(ms % 1000) * 1000000};
+
+	nanosleep(&ts, NULL);
+}
+
+static uint64_t remaining_ms(uint64_t deadline)
+{
+	uint64_t now = now_ms();
+
+	return deadline > now ? deadline - now : 0;
+}
+
+/* The hard limit of --oneshot: whatever blocks (a vsock connect, a TLS handshake), boot goes on.
+ * Every ioctl credits only what it carries, so exiting between two of them credits nothing that
+ * was not vouched for. */
+static void on_alarm(int sig)
+{
+	static const char msg[] = "eb-sink-kernel: --timeout reached, giving up\n";
+
+	(void)sig;
+	(void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	_exit(1);
+}
+
+static int parse_args(int argc, char *argv[], struct eb_client_options *o)
+{
+	enum {
+		ARG_ONESHOT = EB_CLI_ARG_FIRST_PRIVATE,
+		ARG_BITS,
+		ARG_TIMEOUT,
+		ARG_INTERVAL,
+	};
+	static const struct option options[] = {
+	    EB_CLI_CLIENT_OPTIONS,
+	    {"oneshot", no_argument, NULL, ARG_ONESHOT},
+	    {"bits", required_argument, NULL, ARG_BITS},
+	    {"timeout", required_argument, NULL, ARG_TIMEOUT},
+	    {"interval", required_argument, NULL, ARG_INTERVAL},
+	    {},
+	};
+	int c, r;
+
+	while ((c = getopt_long(argc, argv, EB_CLI_CLIENT_SHORTOPTS, options, NULL)) >= 0) {
+		r = eb_cli_client_option(c, optarg, o, "eb-sink-kernel", help);
+		if (r == -1)
+			return 0;
+		if (r == -2)
+			return -EINVAL;
+		if (r == 1)
+			continue;
+		switch (c) {
+		case ARG_ONESHOT:
+			arg_oneshot = true;
+			break;
+		case ARG_BITS:
+			/* The kernel's input pool holds 256 bits; more than 4096 per seed only
+			 * drains the broker. */
+			if (eb_cli_parse_u64(optarg, 8, 4096, &arg_bits) < 0 || arg_bits % 8 != 0)
+				return log_error_errno(
+				    EINVAL,
+				    "Invalid --bits \"%s\": expected a multiple of 8, 8 to 4096",
+				    optarg);
+			break;
+		case ARG_TIMEOUT:
+			if (eb_cli_parse_u64(optarg, 1, 3600, &arg_timeout_s) < 0)
+				return log_error_errno(
+				    EINVAL, "Invalid --timeout \"%s\": expected 1 to 3600 seconds",
+				    optarg);
+			arg_timeout_set = true;
+			break;
+		case ARG_INTERVAL:
+			if (eb_cli_parse_u64(optarg, 1, 86400, &arg_interval_s) < 0)
+				return log_error_errno(
+				    EINVAL,
+				    "Invalid --interval \"%s\": expected 1 to 86400 seconds",
+				    optarg);
+			arg_interval_set = true;
+			break;
+		default:
+			return -EINVAL;
+		}
+	}
+	if (optind < argc)
+		return log_error_errno(EINVAL, "Unexpected argument \"%s\"; see --help",
+		                       argv[optind]);
+	if (arg_oneshot && arg_interval_set)
+		return log_error_errno(EINVAL, "--interval is for persistent mode, not --oneshot");
+	if (!arg_oneshot && arg_timeout_set)
+		return log_error_errno(EINVAL, "--timeout is for --oneshot; persistent mode "
+		                               "retries until it is stopped");
+	return 1;
+}
+
+/* Draws want bits of full entropy and feeds them to the kernel, failing over between brokers,
+ * until they are in or deadline (0: none) passes. Each DATA is credited with its bits when the
+ * broker vouched for every byte it sent; anything less is mixed in with no credit at all. */
+static int feed(struct eb_client *client, int fd, uint64_t want, uint64_t deadline,
+                uint64_t *ret_credited)
+{
+	static uint8_t buf[EB_DATA_MAX];
+	uint64_t credited = 0;
+	int r;
+
+	while (credited < want) {
+		size_t asked = (size_t)MIN((want - credited) / 8, (uint64_t)EB_DATA_MAX), len = 0;
+		uint32_t bits = 0, retry = 0, credit;
+
+		if (deadline && now_ms() >= deadline) {
+			r = -ETIMEDOUT;
+			goto fail;
+		}
+		if (!eb_client_connected(client)) {
+			r = eb_client_connect_retry(
+			    client, deadline ? (int)MAX(remaining_ms(deadline), 1) : 0);
+			if (r < 0) {
+				log_error_errno(r, "Cannot reach a broker: %s",
+				                eb_client_last_error(client));
+				goto fail;
+			}
+			log_debug("Drawing from %s", eb_client_broker(client));
+		}
+		r = eb_client_request(client, asked, EB_GET_FULL);
+		if (r >= 0)
+			r = eb_client_receive(client, buf, asked, &len, &bits, &retry);
+		if (r == -EAGAIN || r == -EDQUOT) {
+			log_debug("Broker %s: %s, retrying in %u ms", eb_client_broker(client),
+			          r == -EAGAIN ? "pool empty" : "quota spent", retry);
+			sleep_ms(deadline ? MIN((uint64_t)retry, remaining_ms(deadline))
+			                  : MIN(retry, 60000u));
+			continue;
+		}
+		if (r == -EACCES) {
+			log_error("Broker %s refused: %s", eb_client_broker(client),
+			          eb_client_last_error(client));
+			goto fail;
+		}
+		if (r < 0) {
+			log_warning("Lost broker %s: %s; failing over", eb_client_broker(client),
+			            eb_client_last_error(client));
+			eb_client_disconnect(client);
+			continue;
+		}
+		if (len == 0)
+			continue;
+		credit = bits == 8 * (uint64_t)len ? bits : 0;
+		r = eb_kernel_add_entropy(fd, buf, len, credit);
+		explicit_bzero(buf, len);
+		if (r < 0) {
+			log_error_errno(r,
+			                "Failed to add entropy to the kernel (RNDADDENTROPY): %m");
+			goto fail;
+		}
+		if (credit == 0) {
+			/* A broker that sends bytes it does not vouch for is misconfigured or
+			 * broken: take nothing more from it for a while. */
+			log_warning("Broker %s vouched for only %u bits of the %zu bytes it sent; "
+			            "mixed them in without credit",
+			            eb_client_broker(client), bits, len);
+			eb_client_disconnect(client);
+			sleep_ms(deadline ? MIN(1000, remaining_ms(deadline)) : 1000);
+			continue;
+		}
+		credited += credit;
+		log_debug("Credited %u bits from %s (%" PRIu64 " of %" PRIu64 ")", credit,
+		          eb_client_broker(client), credited, want);
+	}
+	*ret_credited = credited;
+	return 0;
+fail:
+	log_error("Credited %" PRIu64 " of %" PRIu64 " bits before giving up", credited, want);
+	return r;
+}
+
+/* The first seed, in either mode: says what state the kernel was in and how long it took. */
+static int seed(struct eb_client *client, int fd, uint64_t deadline)
+{
+	uint64_t t0 = now_ms(), credited = 0;
+	char fields[256];
+	int before, after, r;
+
+	before = eb_kernel_crng_ready();
+	if (before < 0)
+		return log_error_errno(before,
+		                       "Failed to ask the kernel whether its RNG is ready: %m");
+	log_info("Kernel RNG %s; drawing %llu bits",
+	         before ? "already initialised" : "not yet initialised", arg_bits);
+	r = feed(client, fd, arg_bits, deadline, &credited);
+	if (r < 0)
+		return r;
+	after = eb_kernel_crng_ready();
+	snprintf(fields, sizeof(fields),
+	         "EB_CREDITED_BITS=%" PRIu64 "\nEB_BROKER=%s\nEB_SEED_MS=%" PRIu64
+	         "\nEB_CRNG_READY_BEFORE=%d\nEB_CRNG_READY=%d",
+	         credited, eb_client_broker(client), now_ms() - t0, before, after > 0);
+	log_struct(LOG_INFO, fields,
+	           "Credited %" PRIu64 " bits from %s in %" PRIu64 " ms, %.3f s after boot; "
+	           "kernel RNG %s",
+	           credited, eb_client_broker(client), now_ms() - t0, (double)boottime_ms() / 1000,
+	           before      ? "was already initialised"
+	           : after > 0 ? "is now initialised"
+	                       : "is still not initialised (it needs 256 credited bits)");
+	return 0;
+}
+
+static int run_oneshot(struct eb_client *client, int fd)
+{
+	uint64_t deadline = now_ms() + arg_timeout_s * 1000;
+	struct sigaction sa = {.sa_handler = on_alarm};
+
+	if (sigaction(SIGALRM, &sa, NULL) < 0)
+		return log_error_errno(errno, "Failed to set up --timeout: %m");
+	alarm((unsigned)arg_timeout_s);
+	return seed(client, fd, deadline);
+}
+
+/* Before 5.18 the pool's count falls as it is used; a refill brings it back to the pool size. */
+static uint64_t refill_bits(int fd)
+{
+	unsigned long long poolsize = 4096;
+	_cleanup_fclose_ FILE *f = NULL;
+	int count = 0;
+
+	f = fopen("/proc/sys/kernel/random/poolsize", "re");
+	if (!f || fscanf(f, "%llu", &poolsize) != 1)
+		poolsize = 4096;
+	if (eb_kernel_entropy_count(fd, &count) < 0 || count < 0)
+		count = 0;
+	if ((unsigned long long)count >= poolsize)
+		return REFILL_MIN_BITS;
+	return MIN(MAX((poolsize - (unsigned long long)count + 7) / 8 * 8, REFILL_MIN_BITS),
+	           REFILL_MAX_BITS);
+}
+
+static void reseed(int fd, const char *why)
+{
+	int r = eb_kernel_reseed(fd);
+
+	if (r == -ENODATA)
+		log_debug("The CRNG is not initialised yet; it reseeds itself at init");
+	else if (r < 0)
+		log_warning_errno(r,
+		                  "Failed to force a CRNG reseed (RNDRESEEDCRNG) after %s, "
+		                  "ignoring: %m",
+		                  why);
+	else
+		log_debug("Forced a CRNG reseed after %s", why);
+}
+
+static int run_persistent(struct eb_client *client, int fd)
+{
+	bool modern = eb_kernel_is_modern();
+	uint64_t total, next, mixes = 0;
+	int64_t gap;
+	int r;
+
+	r = seed(client, fd, 0);
+	if (r < 0)
+		return r;
+	total = arg_bits;
+	if (modern)
+		reseed(fd, "the first seed");
+	eb_client_disconnect(client);
+	(void)sd_notifyf(false,
+	                 "READY=1\nSTATUS=Seeded with %llu bits from %s; mixing in %llu bits every "
+	                 "%llu s%s",
+	                 arg_bits, eb_client_broker(client), arg_bits, arg_interval_s,
+	                 modern ? " and forcing a reseed" : ", refilling below the watermark");
+	log_info("Mixing in %llu bits every %llu s%s", arg_bits, arg_interval_s,
+	         modern ? ", each followed by a forced CRNG reseed (kernel 5.18+)"
+	                : ", and refilling when the kernel wants writers (kernel before 5.18)");
+
+	next = now_ms() + arg_interval_s * 1000;
+	gap = eb_kernel_suspend_gap_ns();
+	for (;;) {
+		uint64_t want = arg_bits, credited = 0,
+			 wait = MIN(remaining_ms(next), (uint64_t)RESUME_CHECK_MS);
+		const char *why = NULL;
+		int64_t g;
+
+		if (modern) {
+			/* POLLOUT means "before init" on 5.18+: nothing to wait for after it. */
+			sleep_ms(wait);
+		} else {
+			r = eb_kernel_wait_writable(fd, (int)wait);
+			if (r < 0)
+				return log_error_errno(r, "Failed to poll /dev/random: %m");
+			if (r > 0) {
+				why = "the kernel asked for entropy";
+				want = refill_bits(fd);
+			}
+		}
+		g = eb_kernel_suspend_gap_ns();
+		if (eb_kernel_suspended_between(gap, g, RESUME_SLACK_NS)) {
+			why = "resume from suspend";
+			log_info("Resumed after %.1f s suspended; mixing in fresh bits",
+			         (double)(g - gap) / 1e9);
+		}
+		gap = g;
+		if (!why && now_ms() >= next)
+			why = "schedule";
+		if (!why)
+			continue;
+
+		r = feed(client, fd, want, now_ms() + MIN(arg_interval_s * 1000, MIX_DEADLINE_MS),
+		         &credited);
+		eb_client_disconnect(client);
+		next = now_ms() + arg_interval_s * 1000;
+		if (r == -EPERM)
+			return r;
+		if (r < 0) {
+			(void)sd_notifyf(false, "STATUS=Last mix (%s) failed: %s; next in %llu s",
+			                 why, eb_client_last_error(client), arg_interval_s);
+			continue;
+		}
+		if (modern)
+			reseed(fd, why);
+		mixes++;
+		total += credited;
+		log_debug("Mixed in %" PRIu64 " bits (%s)", credited, why);
+		(void)sd_notifyf(false,
+		                 "STATUS=%" PRIu64 " bits mixed in from brokers (%" PRIu64
+		                 " mixes since the seed); last: %" PRIu64
+		                 " bits from %s after %s; next in %llu s",
+		                 total, mixes, credited, eb_client_broker(client), why,
+		                 arg_interval_s);
+	}
+}
+
+int main(int argc, char *argv[])
+{
+	struct eb_client_options o = {.roles = EB_ROLE_SINK, .kind = "kernel"};
+	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
+	_cleanup_close_ int fd = -EBADF;
+	int r;
+
+	log_setup(argv[0]);
+	r = parse_args(argc, argv, &o);
+	if (r <= 0)
+		return r < 0 ? 2 : 0;
+	if (arg_oneshot)
+		/* No single operation may outlast the whole --timeout. */
+		o.timeout_ms =
+		    (int)MIN(arg_timeout_s * 1000, (unsigned long long)EB_CLIENT_TIMEOUT_MS);
+	if (eb_cli_client_new(&o, &client) < 0)
+		return 2;
+	r = eb_kernel_open(&fd);
+	if (r < 0) {
+		log_error_errno(r, "Failed to open /dev/random: %m");
+		return 1;
+	}
+	r = arg_oneshot ? run_oneshot(client, fd) : run_persistent(client, fd);
+	return r < 0 ? 1 : 0;
+}
