@@ -21,6 +21,7 @@ struct eb_conn {
 	int fd;
 	SSL *ssl;
 	bool want_write;
+	bool read_blocked; /* the last read wanted more from the socket */
 	bool handshake_done;
 	enum eb_conn_failure failure;
 	char tls_error[160];
@@ -72,6 +73,9 @@ int eb_conn_new(int fd, SSL_CTX *ctx, bool server, bool nonblock, struct eb_conn
 			free(c);
 			return -ENOMEM;
 		}
+		/* Received plaintext is a source's donation or a sink's full-entropy bytes: OpenSSL
+		 * wipes it from its record buffer once handed over, as we wipe our own copies. */
+		SSL_set_options(c->ssl, SSL_OP_CLEANSE_PLAINTEXT);
 		if (server)
 			SSL_set_accept_state(c->ssl);
 		else
