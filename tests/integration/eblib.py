@@ -179,8 +179,10 @@ def run(cmd, check=False, timeout=60, **kw):
 
 
 def donate(broker, user, data_path, credit=8, extra=(), uri=None):
+    # A file is a low-trust source whose credit is capped at 1 bit per byte unless raised.
     return run([prog("eb-source-file"), "-b", uri or broker.tcp, "-u", user, "-k",
-                broker.keys[user], f"--credit-per-byte={credit}", *extra, data_path])
+                broker.keys[user], f"--credit-per-byte={credit}",
+                f"--max-credit-per-byte={credit}", *extra, data_path])
 
 
 def draw(broker, user, n, uri=None, extra=()):

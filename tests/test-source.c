@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: MIT */
+/* Tests for shared/source.c, the loop every source runs, with the broker client replaced through
+ * link seams (-Wl,--wrap=eb_client_*): what is sent and claimed per block, nothing sampled while
+ * the broker says SLEEP, a stuck source sending and claiming nothing, --dump-raw receiving
+ * exactly the samples taken, --samples stopping exactly, failover on a lost broker and the end
+ * on a refusal. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "client.h"
+#include "macro.h"
+#include "source.h"
+#include "splitmix64.h"
+
+/* The doubled client: a script of what the broker does, and a record of what was asked. */
+static struct fake {
+	bool connected;
+	int connects;
+	bool asleep;         /* what eb_client_asleep() says now */
+	int sleep_after_put; /* the broker says SLEEP after this PUT (1-based); 0: never */
+	int wakes;           /* eb_client_wait_wake() calls */
+	int put_error_at;    /* this PUT (1-based) fails with put_error */
+	int put_error;
+	int puts;
+	uint64_t put_bytes, put_credit;
+	uint32_t credits[64];
+	size_t lens[64];
+	char events[256]; /* 's' sample, 'P' put, 'W' wait for wake, 'C' connect */
+	size_t n_events;
+} fake;
+
+static void event(char e)
+{
+	if (fake.n_events + 1 < sizeof(fake.events))
+		fake.events[fake.n_events++] = e;
+}
+
+bool __wrap_eb_client_connected(const struct eb_client *c);
+bool __wrap_eb_client_connected(const struct eb_client *c)
+{
+	(void)c;
+	return fake.connected;
+}
+
+int __wrap_eb_client_connect_retry(struct eb_client *c, int deadline_ms);
+int __wrap_eb_client_connect_retry(struct eb_client *c, int deadline_ms)
+{
+	(void)c;
+	(void)deadline_ms;
+	fake.connected = true;
+	fake.connects++;
+	event('C');
+	return 0;
+}
+
+bool __wrap_eb_client_asleep(const struct eb_client *c);
+bool __wrap_eb_client_asleep(const struct eb_client *c)
+{
+	(void)c;
+	return fake.asleep;
+}
+
+int __wrap_eb_client_wait_wake(struct eb_client *c);
+int __wrap_eb_client_wait_wake(struct eb_client *c)
+{
+	(void)c;
+	fake.wakes++;
+	fake.asleep = false;
+	event('W');
+	return 0;
+}
+
+int __wrap_eb_client_put(struct eb_client *c, const void *data, size_t len, uint32_t credit);
+int __wrap_eb_client_put(struct eb_client *c, const void *data, size_t len, uint32_t credit)
+{
+	(void)c;
+	(void)data;
+	fake.puts++;
+	event('P');
+	if (fake.puts == fake.put_error_at) {
+		fake.connected = false;
+		return fake.put_error;
+	}
+	if ((size_t)fake.puts <= ELEMENTSOF(fake.credits)) {
+		fake.credits[fake.puts - 1] = credit;
+		fake.lens[fake.puts - 1] = len;
+	}
+	fake.put_bytes += len;
+	fake.put_credit += credit;
+	if (fake.puts == fake.sleep_after_put)
+		fake.asleep = true;
+	return 0;
+}
+
+int __wrap_eb_client_flush(struct eb_client *c);
+int __wrap_eb_client_flush(struct eb_client *c)
+{
+	(void)c;
+	return 0;
+}
+
+uint64_t __wrap_eb_client_bits_credited(const struct eb_client *c);
+uint64_t __wrap_eb_client_bits_credited(const struct eb_client *c)
+{
+	(void)c;
+	return fake.put_credit;
+}
+
+const char *__wrap_eb_client_broker(const struct eb_client *c);
+const char *__wrap_eb_client_broker(const struct eb_client *c)
+{
+	(void)c;
+	return "fake";
+}
+
+const char *__wrap_eb_client_last_error(const struct eb_client *c);
+const char *__wrap_eb_client_last_error(const struct eb_client *c)
+{
+	(void)c;
+	return "fake error";
+}
+
+/* The sampled input: good noise, or a stuck value, served in reads of at most `piece`. */
+struct input {
+	uint64_t seed;
+	bool stuck;
+	size_t piece;
+	uint64_t left; /* samples before the end of the input */
+	uint8_t *copy; /* everything handed out, for --dump-raw */
+	size_t copied;
+};
+
+static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
+{
+	struct input *in = userdata;
+
+	event('s');
+	/* Nothing is sampled while the broker has said SLEEP. */
+	assert_false(fake.asleep);
+	n = MIN(n, in->piece);
+	n = (size_t)MIN((uint64_t)n, in->left);
+	if (in->stuck)
+		memset(buf, 0x42, n);
+	else
+		splitmix64_samples(&in->seed, buf, n, 8);
+	if (in->copy) {
+		memcpy(in->copy + in->copied, buf, n);
+		in->copied += n;
+	}
+	in->left -= n;
+	return (ssize_t)n;
+}
+
+static struct eb_client *const client = (struct eb_client *)&fake;
+
+static int setup(void **state)
+{
+	(void)state;
+	fake = (struct fake){};
+	return 0;
+}
+
+static struct eb_source_params params(uint32_t h, uint32_t cap)
+{
+	return (struct eb_source_params){
+	    .name = "test",
+	    .gate = {.bits = 8, .h_mbits = h, .cap_mbits_per_byte = cap},
+	    .dump_fd = -EBADF,
+	};
+}
+
+static void test_blocks_and_credit(void **state)
+{
+	struct eb_source_params p = params(4000, 8000);
+	struct input in = {.seed = 1, .piece = 512, .left = 5 * 4096 + 100};
+	struct eb_source_stats st;
+
+	(void)state;
+
+	assert_int_equal(eb_source_run(client, &p, sample, &in, &st), 0);
+	/* Short reads make whole blocks; the last one is what the input had left. */
+	assert_int_equal(fake.puts, 6);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(fake.lens[i], 4096);
+	assert_int_equal(fake.lens[5], 100);
+	/* The start-up test's 1024 samples earn nothing; every other sample 4 bits. */
+	assert_int_equal(fake.credits[0], (4096 - 1024) * 4);
+	assert_int_equal(fake.credits[1], 4096 * 4);
+	assert_int_equal(fake.credits[5], 100 * 4);
+	assert_int_equal(st.samples, 5 * 4096 + 100);
+	assert_int_equal(st.admitted, 5 * 4096 + 100 - 1024);
+	assert_int_equal(st.claimed, (5 * 4096 + 100 - 1024) * 4);
+	assert_int_equal(st.credited, st.claimed);
+	assert_int_equal(st.bytes, 5 * 4096 + 100);
+	assert_int_equal(st.alarms, 0);
+	assert_int_equal(fake.connects, 1);
+}
+
+static void test_sleep_stops_sampling(void **state)
+{
+	struct eb_source_params p = params(4000, 8000);
+	struct input in = {.seed = 2, .piece = 4096, .left = 4 * 4096};
+
+	(void)state;
+
+	/* After the second PUT the broker says SLEEP: the next thing the loop does is wait for
+	 * WAKE, not sample (sample() asserts that too). */
+	fake.sleep_after_put = 2;
+	assert_int_equal(eb_source_run(client, &p, sample, &in, NULL), 0);
+	assert_string_equal(fake.events, "CsPsPWsPsPs");
+	assert_int_equal(fake.wakes, 1);
+}
+
+static void test_stuck_source(void **state)
+{
+	struct eb_source_params p = params(4000, 8000);
+	struct input in = {.stuck = true, .piece = 4096, .left = 50 * 4096};
+	struct eb_source_stats st;
+
+	(void)state;
+
+	/* A stuck source sends nothing and claims nothing: its blocks prove nothing. */
+	assert_int_equal(eb_source_run(client, &p, sample, &in, &st), 0);
+	assert_int_equal(fake.puts, 0);
+	assert_int_equal(st.claimed, 0);
+	assert_int_equal(st.credited, 0);
+	assert_int_equal(st.admitted, 0);
+	assert_int_equal(st.samples, 50 * 4096);
+	/* One failure episode for the whole stuck stretch. */
+	assert_int_equal(st.alarms, 1);
+}
+
+static void test_low_trust_cap(void **state)
+{
+	struct eb_source_params p = params(8000, 1000);
+	struct input in = {.seed = 3, .piece = 4096, .left = 3 * 4096};
+	struct eb_source_stats st;
+
+	(void)state;
+
+	/* The cap is per byte sent: even the first block, whose 3072 admitted samples earned
+	 * 8 bits each, is credited 1 bit per byte. */
+	assert_int_equal(eb_source_run(client, &p, sample, &in, &st), 0);
+	assert_int_equal(fake.credits[0], 4096);
+	assert_int_equal(fake.credits[1], 4096);
+	assert_int_equal(st.claimed, 3 * 4096);
+}
+
+static void test_untested_source(void **state)
+{
+	struct eb_source_params p = params(0, 8000);
+	struct input in = {.stuck = true, .piece = 4096, .left = 2 * 4096};
+	struct eb_source_stats st;
+
+	(void)state;
+
+	/* Claiming nothing, it sends everything, even stuck data, and is credited nothing. */
+	assert_int_equal(eb_source_run(client, &p, sample, &in, &st), 0);
+	assert_int_equal(fake.puts, 2);
+	assert_int_equal(st.bytes, 2 * 4096);
+	assert_int_equal(st.claimed, 0);
+	assert_int_equal(st.alarms, 0);
+}
+
+static void test_dump_raw_and_max_samples(void **state)
+{
+	struct eb_source_params p = params(4000, 8000);
+	struct input in = {.seed = 4, .piece = 1000, .left = UINT64_MAX};
+	static uint8_t copy[3 * 4096], dumped[3 * 4096 + 1];
+	struct eb_source_stats st;
+	ssize_t k;
+	int fd;
+
+	(void)state;
+
+	fd = memfd_create("dump", MFD_CLOEXEC);
+	assert_true(fd >= 0);
+	in.copy = copy;
+	p.dump_fd = fd;
+	p.max_samples = 10000;
+	assert_int_equal(eb_source_run(client, &p, sample, &in, &st), 0);
+	/* Exactly --samples were taken, and the dump holds exactly them, in order. */
+	assert_int_equal(st.samples, 10000);
+	assert_int_equal(in.copied, 10000);
+	k = pread(fd, dumped, sizeof(dumped), 0);
+	assert_int_equal(k, 10000);
+	assert_memory_equal(dumped, copy, 10000);
+	close(fd);
+}
+
+static void test_failover_and_refusal(void **state)
+{
+	struct eb_source_params p = params(4000, 8000);
+	struct input in = {.seed = 5, .piece = 4096, .left = 4 * 4096};
+	struct eb_source_stats st;
+
+	(void)state;
+
+	/* A lost broker: the block in flight is lost, the loop reconnects and goes on. */
+	fake.put_error_at = 2;
+	fake.put_error = -ECONNRESET;
+	assert_int_equal(eb_source_run(client, &p, sample, &in, &st), 0);
+	assert_int_equal(fake.connects, 2);
+	assert_int_equal(fake.puts, 4);
+	assert_int_equal(st.bytes, 3 * 4096);
+
+	/* A refusal ends the run. */
+	fake = (struct fake){.put_error_at = 1, .put_error = -EACCES};
+	in = (struct input){.seed = 6, .piece = 4096, .left = 4 * 4096};
+	assert_int_equal(eb_source_run(client, &p, sample, &in, &st), -EACCES);
+	assert_int_equal(fake.puts, 1);
+}
+
+static void test_bad_params(void **state)
+{
+	struct eb_source_params p = params(9000, 8000);
+	struct input in = {.seed = 7, .piece = 4096, .left = 4096};
+
+	(void)state;
+
+	assert_int_equal(eb_source_run(client, &p, sample, &in, NULL), -EINVAL);
+	p = params(1, 8000);
+	assert_int_equal(eb_source_run(client, &p, sample, &in, NULL), -ERANGE);
+	assert_int_equal(fake.n_events, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup(test_blocks_and_credit, setup),
+	    cmocka_unit_test_setup(test_sleep_stops_sampling, setup),
+	    cmocka_unit_test_setup(test_stuck_source, setup),
+	    cmocka_unit_test_setup(test_low_trust_cap, setup),
+	    cmocka_unit_test_setup(test_untested_source, setup),
+	    cmocka_unit_test_setup(test_dump_raw_and_max_samples, setup),
+	    cmocka_unit_test_setup(test_failover_and_refusal, setup),
+	    cmocka_unit_test_setup(test_bad_params, setup),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
