@@ -3,6 +3,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,37 @@ static uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* OpenSSL writes to its socket with write(), not send(MSG_NOSIGNAL): a TLS record (or the
+ * close_notify) written to a broker that has just died raises SIGPIPE, which would kill the
+ * program instead of letting it fail over. Our writes block SIGPIPE and swallow the one they
+ * raised, leaving the program's disposition and any SIGPIPE already pending alone. */
+struct sigpipe_guard {
+	sigset_t old;
+	bool was_pending;
+};
+
+static void sigpipe_block(struct sigpipe_guard *g)
+{
+	sigset_t set, pending;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &set, &g->old);
+	g->was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+}
+
+static void sigpipe_restore(struct sigpipe_guard *g)
+{
+	static const struct timespec zero = {0};
+	sigset_t set, pending;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	if (!g->was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1)
+		(void)sigtimedwait(&set, NULL, &zero);
+	pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }
 
 static char *strdup_printf(const char *fmt, ...) _printf_(1, 2);
@@ -142,9 +174,13 @@ int eb_client_new(const struct eb_client_options *o, struct eb_client **ret, cha
 
 void eb_client_disconnect(struct eb_client *c)
 {
+	struct sigpipe_guard g;
+
 	if (!c->conn)
 		return;
+	sigpipe_block(&g);
 	eb_conn_shutdown(c->conn);
+	sigpipe_restore(&g);
 	c->conn = eb_conn_free(c->conn);
 	c->puts_in_flight = c->gets_in_flight = 0;
 	c->asleep = false;
@@ -178,12 +214,15 @@ static int fail(struct eb_client *c, int r, const char *what)
 
 static int send_msg(struct eb_client *c, const struct eb_msg *m)
 {
+	struct sigpipe_guard g;
 	int n, r;
 
 	n = eb_msg_encode(m, c->buf, sizeof(c->buf));
 	if (n < 0)
 		return n;
+	sigpipe_block(&g);
 	r = eb_conn_write_full(c->conn, c->buf, (size_t)n, c->timeout_ms);
+	sigpipe_restore(&g);
 	if (m->type == EB_MSG_PUT)
 		explicit_bzero(c->buf, (size_t)n);
 	if (r < 0)

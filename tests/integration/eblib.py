@@ -56,7 +56,10 @@ def check(cond, what):
 class Broker:
     """A broker started the way systemd starts it: socket-activated, with named fds."""
 
-    def __init__(self, users, broker_extra="", activate=True, tmp=None, capacity=1048576):
+    def __init__(self, users, broker_extra="", activate=True, tmp=None, capacity=1048576,
+                 keys=None):
+        """keys: {user: key file} to reuse instead of writing new ones, so that two brokers
+        know a user by the same key (another Broker's .keys, for failover tests)."""
         need("systemd-socket-activate")
         self.tmp = tmp or tempfile.mkdtemp(prefix="eb-it-")
         # Raw clients connect as other uids; they must reach the socket to be refused by it.
@@ -74,8 +77,10 @@ class Broker:
             conf.append(f"[user {name}]")
             conf.append(f"role = {u['role']}")
             if u.get("key", True):
-                path = os.path.join(self.tmp, f"{name}.key")
-                write_key(path)
+                path = (keys or {}).get(name)
+                if not path:
+                    path = os.path.join(self.tmp, f"{name}.key")
+                    write_key(path)
                 self.keys[name] = path
                 conf.append(f"key-file = {path}")
             for k in ("unix-uid", "unix-gid", "max-credit-per-byte", "quota-bits-per-hour"):
