@@ -13,7 +13,8 @@ from eblib import BUILD, check, main, run, write_key
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MAN = os.path.join(SRC, "docs", "man")
-CLIENTS = ("eb-source-file", "eb-source-kernel", "eb-sink-file", "eb-sink-kernel", "eb-brokerctl")
+CLIENTS = ("eb-source-file", "eb-source-kernel", "eb-sink-file", "eb-sink-kernel", "eb-sink-egd",
+           "eb-brokerctl")
 BAD_URIS = ("bogus://x", "tcp://", "tcp://host:99999", "tcp://[::1", "unix:relative/path",
             "vsock://notacid")
 
@@ -95,6 +96,7 @@ def test():
             "eb-source-kernel": [],
             "eb-sink-file": ["--bytes", "32"],
             "eb-sink-kernel": ["--oneshot"],
+            "eb-sink-egd": [],
             "eb-brokerctl": ["status"],
         }
         known = {"eb-brokerd", "eb-keygen", *CLIENTS}
