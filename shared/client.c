@@ -37,6 +37,7 @@ struct eb_client {
 	unsigned puts_in_flight, gets_in_flight;
 	bool asleep;
 	uint64_t wake_deadline_ms;
+	uint64_t connect_deadline_ms; /* while eb_client_connect_retry() runs with one; else 0 */
 	uint64_t bits_credited;
 	char last_error[EB_TEXT_MAX + 64];
 
@@ -314,19 +315,35 @@ static int read_msg(struct eb_client *c, int timeout_ms, struct eb_msg *ret)
 	return 0;
 }
 
+/* A connection attempt waits no longer than an operation may, nor past the deadline of
+ * eb_client_connect_retry(): a --timeout must hold even against a broker that hangs. */
+static int op_timeout(const struct eb_client *c)
+{
+	uint64_t now;
+
+	if (!c->connect_deadline_ms)
+		return c->timeout_ms;
+	now = now_ms();
+	if (now >= c->connect_deadline_ms)
+		return 1;
+	return (int)MIN((uint64_t)c->timeout_ms, c->connect_deadline_ms - now);
+}
+
 static int connect_one(struct eb_client *c, unsigned i)
 {
 	struct eb_msg m = {.type = EB_MSG_HELLO};
 	int fd, r;
 
 	c->current = (int)i;
-	r = eb_uri_connect(&c->uris[i], c->timeout_ms, &fd);
+	r = eb_uri_connect(&c->uris[i], op_timeout(c), &fd);
 	if (r < 0) {
 		snprintf(c->last_error, sizeof(c->last_error), "cannot connect to %s: %s",
 		         c->uri_text[i], strerror(-r));
 		return r;
 	}
-	r = eb_conn_new(fd, eb_uri_is_tls(&c->uris[i]) ? c->tls : NULL, false, false, &c->conn);
+	/* Non-blocking, so that eb_conn_read_full() and eb_conn_write_full() wait in poll() with
+	 * their timeout: on a blocking socket a broker that stops answering would hang us. */
+	r = eb_conn_new(fd, eb_uri_is_tls(&c->uris[i]) ? c->tls : NULL, false, true, &c->conn);
 	if (r < 0) {
 		safe_close(fd);
 		return r;
@@ -345,8 +362,16 @@ static int connect_one(struct eb_client *c, unsigned i)
 		return r == -ECONNRESET || r == -EPIPE || r == -EPROTO ? -EACCES : r;
 	}
 	do
-		r = read_msg(c, c->timeout_ms, &m);
+		r = read_msg(c, op_timeout(c), &m);
 	while (r == 1);
+	if (r == -ETIMEDOUT) {
+		/* read_msg() keeps the connection for a caller that may wait again; a broker that
+		 * does not answer HELLO in time is one to leave. */
+		snprintf(c->last_error, sizeof(c->last_error), "%s did not answer HELLO in time",
+		         c->uri_text[i]);
+		eb_client_disconnect(c);
+		return r;
+	}
 	if (r < 0) {
 		/* TLS 1.3 finishes the server's side of the handshake after our first write, so a
 		 * refused key shows only here, as a closed connection. */
@@ -385,9 +410,13 @@ int eb_client_connect_retry(struct eb_client *c, int deadline_ms)
 		uint64_t wait;
 		int r;
 
+		c->connect_deadline_ms = end;
 		r = eb_client_connect(c);
+		c->connect_deadline_ms = 0;
 		if (r >= 0 || r == -EACCES || r == -EPROTONOSUPPORT)
 			return r;
+		if (end && now_ms() >= end)
+			return -ETIMEDOUT;
 		/* Jitter spreads out clients that lost the same broker at the same moment. */
 		if (getrandom(&jitter, sizeof(jitter), GRND_NONBLOCK) < 0)
 			jitter = (uint32_t)now_ms();

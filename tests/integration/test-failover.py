@@ -4,8 +4,8 @@
 SIGKILLed mid-stream and the sink finishes from the second with exactly N bytes, none served
 twice, and no gap. The exact proof: the first broker is reached through a proxy that records every
 DATA frame it forwards, so the output must be a whole-frame prefix of those frames followed by
-exactly what the second broker counts as delivered. Also over TLS to both, and a broker that
-comes up only while the sink is already backing off."""
+exactly what the second broker counts as delivered. Also over TLS to both, a broker that comes
+up only while the sink is already backing off, and one that never answers."""
 import os
 import signal
 import socket
@@ -200,6 +200,19 @@ def test():
               f"the sink, backing off meanwhile, then draws all N bytes in {took:.1f} s "
               f"({p.returncode}, {len(out)}, {err.decode(errors='replace').strip()[-300:]})")
         check(took < 10, "the backoff (100 ms doubling, with jitter) found it within seconds")
+
+        # 4. A broker that accepts and never answers HELLO: --timeout holds all the same.
+        silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        silent.bind(os.path.join(late.tmp, "silent.sock"))
+        silent.listen(8)
+        t0 = time.monotonic()
+        p = subprocess.run([prog("eb-sink-file"), "-b", "unix:" + os.path.join(late.tmp, "silent.sock"),
+                            "--bytes", "32", "--timeout", "2"], capture_output=True, timeout=30)
+        took = time.monotonic() - t0
+        silent.close()
+        check(p.returncode == 1 and p.stdout == b"" and took < 3.5,
+              f"a broker that never answers HELLO: exit 1 at --timeout 2 ({took:.1f} s, "
+              f"{p.stderr.decode(errors='replace').strip()[-120:]})")
     finally:
         if proxy:
             proxy.close()
