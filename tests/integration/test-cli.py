@@ -14,7 +14,7 @@ from eblib import BUILD, check, main, run, write_key
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MAN = os.path.join(SRC, "docs", "man")
 CLIENTS = ("eb-source-file", "eb-source-kernel", "eb-sink-file", "eb-sink-kernel", "eb-sink-egd",
-           "eb-brokerctl", "eb-source-jitter")
+           "eb-brokerctl", "eb-source-jitter", "eb-source-timers", "eb-proxy-knuth")
 BAD_URIS = ("bogus://x", "tcp://", "tcp://host:99999", "tcp://[::1", "unix:relative/path",
             "vsock://notacid")
 
@@ -95,6 +95,8 @@ def test():
             "eb-source-file": [data],
             "eb-source-kernel": [],
             "eb-source-jitter": [],
+            "eb-source-timers": [],
+            "eb-proxy-knuth": ["-a", "m", data, data],
             "eb-sink-file": ["--bytes", "32"],
             "eb-sink-kernel": ["--oneshot"],
             "eb-sink-egd": [],

@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: MIT */
+/* eb-proxy-knuth: shuffles one upstream byte stream by another (Knuth's Algorithm M) or by itself
+ * (Algorithm B) and donates the result.
+ *
+ * A shuffle reorders X's bytes; it makes no entropy. So the credit is X's, and only for X bytes
+ * that actually came out: each output byte is one X byte, health-tested (as an 8-bit sample, at
+ * the H claimed for X) after the shuffle, and credited at that H if admitted. Y only chooses the
+ * order, and nothing is credited for it: with a constant X the output is constant whatever Y is.
+ * What the shuffle buys is decorrelation: serial structure in X (a slow drift, a short period) is
+ * spread over a table of up to 256 entries before the broker's conditioner sees it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "log.h"
+#include "proto.h"
+#include "shuffle.h"
+#include "source.h"
+
+/* Its inputs are files, FIFOs or pipes: a low-trust source, as eb-source-file is. */
+#define LOW_TRUST_CAP_MBITS 1000u
+
+struct input {
+	int fd;
+	const char *path;
+};
+
+struct proxy {
+	struct eb_shuffle shuffle;
+	struct input x, y;    /* y unused for Algorithm B */
+	uint8_t *xbuf, *ybuf; /* EB_GATE_BLOCK_MAX each */
+};
+
+static void help(void)
+{
+	printf("Usage: eb-proxy-knuth [OPTIONS] --algorithm m X Y\n"
+	       "       eb-proxy-knuth [OPTIONS] --algorithm b X\n\n"
+	       "Shuffles the bytes of X (a file, a FIFO or - for standard input) with Knuth's\n"
+	       "Algorithm M, where the bytes of Y choose the order, or Algorithm B, where X's own\n"
+	       "output does, and donates the result. Only X's claimed entropy is credited, per\n"
+	       "X byte that came out and passed the health tests.\n\n"
+	       "  -a, --algorithm m|b         Knuth's Algorithm M (two inputs) or B (one)\n"
+	       "      --table-size K          shuffle table entries, 1-256 (default 256)\n"
+	       "      --credit-per-byte H     min-entropy of X per byte, 0-8, up to three\n"
+	       "                              decimals (default 0: mixed in, not credited)\n"
+	       "      --min-entropy H         the same\n"
+	       "      --max-credit-per-byte BITS\n"
+	       "                              cap on the credit per byte (default 1: a low-trust\n"
+	       "                              source)\n" EB_CLI_SOURCE_HELP EB_CLI_CLIENT_HELP
+	       "\nSee eb-proxy-knuth(1).\n");
+}
+
+/* Reads until n bytes or the end of the input; the count, or a negative errno (logged). */
+static ssize_t read_full(const struct input *in, uint8_t *buf, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t k = read(in->fd, buf + got, n - got);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return log_error_errno(errno, "Failed to read %s: %m", in->path);
+		if (k == 0)
+			break;
+		got += (size_t)k;
+	}
+	return (ssize_t)got;
+}
+
+/* The runtime's raw samples are the shuffled bytes: X's bytes in their new order. 0 when an
+ * input ends. */
+static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
+{
+	struct proxy *px = userdata;
+	ssize_t got;
+
+	n = MIN(n, (size_t)EB_GATE_BLOCK_MAX);
+	/* Knuth starts with the table full of X's first values (and, for B, Y = the next). */
+	while (eb_shuffle_fill_left(&px->shuffle) > 0) {
+		got = read_full(&px->x, px->xbuf, eb_shuffle_fill_left(&px->shuffle));
+		if (got <= 0)
+			return got;
+		for (ssize_t i = 0; i < got; i++)
+			eb_shuffle_fill(&px->shuffle, px->xbuf[i]);
+	}
+
+	got = read_full(&px->x, px->xbuf, n);
+	if (got <= 0)
+		return got;
+	switch (px->shuffle.algorithm) {
+	case EB_SHUFFLE_M: {
+		ssize_t goty = read_full(&px->y, px->ybuf, (size_t)got);
+
+		if (goty <= 0)
+			return goty;
+		/* X bytes without a Y byte to place them are dropped with the end of Y. */
+		for (ssize_t i = 0; i < goty; i++)
+			buf[i] = eb_shuffle_next_m(&px->shuffle, px->xbuf[i], px->ybuf[i]);
+		explicit_bzero(px->ybuf, (size_t)goty);
+		got = goty;
+		break;
+	}
+	case EB_SHUFFLE_B:
+		for (ssize_t i = 0; i < got; i++)
+			buf[i] = eb_shuffle_next_b(&px->shuffle, px->xbuf[i]);
+		break;
+	case _EB_SHUFFLE_ALGORITHM_MAX:
+	case _EB_SHUFFLE_ALGORITHM_INVALID:
+		return -EINVAL;
+	}
+	explicit_bzero(px->xbuf, n);
+	return got;
+}
+
+static int open_input(struct input *in, const char *path)
+{
+	if (strcmp(path, "-") == 0) {
+		in->fd = STDIN_FILENO;
+		in->path = "standard input";
+		return 0;
+	}
+	in->path = path;
+	in->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (in->fd < 0)
+		return log_error_errno(errno, "Failed to open %s: %m", path);
+	return 0;
+}
+
+static void close_input(struct input *in)
+{
+	if (in->fd > STDIN_FILENO)
+		close(in->fd);
+	in->fd = -EBADF;
+}
+
+int main(int argc, char *argv[])
+{
+	enum { ARG_TABLE = EB_CLI_ARG_FIRST_PRIVATE, ARG_CREDIT, ARG_CAP };
+	static const struct option options[] = {
+	    EB_CLI_CLIENT_OPTIONS,
+	    EB_CLI_SOURCE_OPTIONS,
+	    {"algorithm", required_argument, NULL, 'a'},
+	    {"table-size", required_argument, NULL, ARG_TABLE},
+	    {"credit-per-byte", required_argument, NULL, ARG_CREDIT},
+	    {"min-entropy", required_argument, NULL, ARG_CREDIT},
+	    {"max-credit-per-byte", required_argument, NULL, ARG_CAP},
+	    {},
+	};
+	struct eb_client_options o = {.roles = EB_ROLE_SOURCE};
+	struct eb_source_params p = {
+	    .gate = {.bits = 8, .cap_mbits_per_byte = LOW_TRUST_CAP_MBITS},
+	    .dump_fd = -EBADF,
+	    .quarantine_ms = 100,
+	};
+	enum eb_shuffle_algorithm algorithm = _EB_SHUFFLE_ALGORITHM_INVALID;
+	unsigned table_size = EB_SHUFFLE_TABLE_MAX;
+	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
+	_cleanup_free_ uint8_t *xbuf = NULL, *ybuf = NULL;
+	_cleanup_close_ int dump_fd = -EBADF;
+	struct proxy px = {.x.fd = -EBADF, .y.fd = -EBADF};
+	char kind[EB_KIND_MAX + 1], name[256];
+	struct eb_source_stats st;
+	unsigned n_inputs;
+	int c, r;
+
+	log_setup(argv[0]);
+	while ((c = getopt_long(argc, argv, EB_CLI_CLIENT_SHORTOPTS "a:", options, NULL)) >= 0) {
+		unsigned long long v;
+
+		r = eb_cli_client_option(c, optarg, &o, "eb-proxy-knuth", help);
+		if (r == 0)
+			r = eb_cli_source_option(c, optarg, &p);
+		dump_fd = p.dump_fd;
+		if (r == -1)
+			return 0;
+		if (r == -2)
+			return 2;
+		if (r == 1)
+			continue;
+		if (c == 'a') {
+			algorithm = eb_shuffle_algorithm_from_string(optarg);
+			if (algorithm < 0) {
+				log_error("Invalid --algorithm \"%s\": expected m or b", optarg);
+				return 2;
+			}
+		} else if (c == ARG_TABLE) {
+			if (eb_cli_parse_u64(optarg, 1, EB_SHUFFLE_TABLE_MAX, &v) < 0) {
+				log_error("Invalid --table-size \"%s\": expected 1-%u", optarg,
+				          EB_SHUFFLE_TABLE_MAX);
+				return 2;
+			}
+			table_size = (unsigned)v;
+		} else if (c == ARG_CREDIT) {
+			if (eb_cli_parse_mbits(optarg, 8000, &p.gate.h_mbits) < 0) {
+				log_error("Invalid %s \"%s\": expected 0-8 bits", argv[optind - 1],
+				          optarg);
+				return 2;
+			}
+		} else if (c == ARG_CAP) {
+			if (eb_cli_parse_mbits(optarg, 8000, &p.gate.cap_mbits_per_byte) < 0) {
+				log_error("Invalid --max-credit-per-byte \"%s\": expected 0-8 bits",
+				          optarg);
+				return 2;
+			}
+		} else
+			return 2;
+	}
+	if (algorithm < 0) {
+		log_error("No --algorithm: m (X shuffled by Y) or b (X shuffled by itself)");
+		return 2;
+	}
+	n_inputs = algorithm == EB_SHUFFLE_M ? 2 : 1;
+	if ((unsigned)(argc - optind) != n_inputs) {
+		log_error("Algorithm %s takes %s; see --help",
+		          eb_shuffle_algorithm_to_string(algorithm),
+		          n_inputs == 2 ? "two inputs, X and Y" : "one input, X");
+		return 2;
+	}
+	if (n_inputs == 2 && strcmp(argv[optind], "-") == 0 && strcmp(argv[optind + 1], "-") == 0) {
+		log_error("X and Y cannot both be standard input");
+		return 2;
+	}
+	if (eb_cli_client_env(&o) < 0) {
+		log_error("Too many brokers in $EB_BROKER");
+		return 2;
+	}
+	r = eb_shuffle_init(&px.shuffle, algorithm, table_size);
+	if (r < 0)
+		return log_error_errno(r, "Failed to set up the shuffle: %m"), 2;
+
+	if (p.gate.h_mbits > p.gate.cap_mbits_per_byte)
+		log_notice("Claiming %" PRIu32 ".%03" PRIu32
+		           " bits per byte of X, credited at most %" PRIu32 ".%03" PRIu32
+		           " (a low-trust source; raise with --max-credit-per-byte)",
+		           p.gate.h_mbits / 1000, p.gate.h_mbits % 1000,
+		           p.gate.cap_mbits_per_byte / 1000, p.gate.cap_mbits_per_byte % 1000);
+	if (n_inputs == 2)
+		snprintf(name, sizeof(name), "knuth-m %s by %s", argv[optind], argv[optind + 1]);
+	else
+		snprintf(name, sizeof(name), "knuth-b %s", argv[optind]);
+	/* HELLO says what kind of source this is: a proxy of files is low trust. The paths are
+	 * in the log, not in the few bytes HELLO has for this. */
+	snprintf(kind, sizeof(kind), "knuth-%s proxy (low trust)",
+	         eb_shuffle_algorithm_to_string(algorithm));
+	o.kind = kind;
+	o.claim_mbits_per_byte = MIN(p.gate.h_mbits, p.gate.cap_mbits_per_byte);
+	p.name = name;
+	if (eb_cli_client_new(&o, &client) < 0)
+		return 2;
+
+	xbuf = malloc(EB_GATE_BLOCK_MAX);
+	ybuf = malloc(EB_GATE_BLOCK_MAX);
+	if (!xbuf || !ybuf)
+		return log_oom(), 1;
+	px.xbuf = xbuf;
+	px.ybuf = ybuf;
+	if (open_input(&px.x, argv[optind]) < 0)
+		return 1;
+	if (n_inputs == 2 && open_input(&px.y, argv[optind + 1]) < 0) {
+		close_input(&px.x);
+		return 1;
+	}
+
+	r = eb_source_run(client, &p, sample, &px, &st);
+	eb_shuffle_wipe(&px.shuffle);
+	close_input(&px.x);
+	close_input(&px.y);
+	if (r < 0)
+		return 1;
+	log_info("Shuffled %" PRIu64 " bytes of X (%" PRIu64 " admitted, %" PRIu64
+	         " health-test alarm(s)), donated %" PRIu64 " bytes, %" PRIu64
+	         " bits credited of %" PRIu64 " claimed",
+	         st.samples, st.admitted, st.alarms, st.bytes, st.credited, st.claimed);
+	return 0;
+}
