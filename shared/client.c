@@ -96,6 +96,36 @@ static char *strdup_printf(const char *fmt, ...)
 	return s;
 }
 
+/* The credential eb.user, as a hypervisor hands a guest its identity beside eb.key: one line,
+ * printable, at most EB_KIND_MAX bytes. 0 and nothing written when there is none. */
+static int load_default_user(char *buf, size_t size)
+{
+	const char *d = getenv("CREDENTIALS_DIRECTORY");
+	_cleanup_free_ char *path = NULL;
+	_cleanup_fclose_ FILE *f = NULL;
+	char line[EB_KIND_MAX + 2];
+	size_t n;
+
+	if (!d || d[0] != '/')
+		return 0;
+	if (asprintf(&path, "%s/eb.user", d) < 0)
+		return -ENOMEM;
+	f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT ? 0 : negative_errno();
+	if (!fgets(line, sizeof(line), f))
+		return -EBADMSG;
+	n = strcspn(line, "\n");
+	if (n == 0 || n > EB_KIND_MAX || n + 1 > size)
+		return -EBADMSG;
+	line[n] = '\0';
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)line[i] <= ' ' || (unsigned char)line[i] >= 0x7f)
+			return -EBADMSG;
+	memcpy(buf, line, n + 1);
+	return 1;
+}
+
 int eb_client_new(const struct eb_client_options *o, struct eb_client **ret, char **ret_error)
 {
 	_cleanup_(eb_client_freep) struct eb_client *c = NULL;
@@ -138,12 +168,23 @@ int eb_client_new(const struct eb_client_options *o, struct eb_client **ret, cha
 		const char *key_file = o->key_file;
 		uint8_t key[EB_KEY_SIZE];
 
-		if (!o->user || !o->user[0] || strlen(o->user) > EB_KIND_MAX) {
-			*ret_error =
-			    strdup_printf("A TLS broker (%s) needs --user NAME", c->uri_text[0]);
+		if (o->user && o->user[0] && strlen(o->user) <= EB_KIND_MAX)
+			snprintf(c->user, sizeof(c->user), "%s", o->user);
+		else if (!o->user || !o->user[0]) {
+			r = load_default_user(c->user, sizeof(c->user));
+			if (r < 0) {
+				*ret_error = strdup_printf(
+				    "The credential eb.user in %s is not one printable name of at most %d bytes",
+				    getenv("CREDENTIALS_DIRECTORY"), EB_KIND_MAX);
+				return r;
+			}
+		}
+		if (!c->user[0]) {
+			*ret_error = strdup_printf(
+			    "A TLS broker (%s) needs --user NAME (or the credential eb.user)",
+			    c->uri_text[0]);
 			return -EINVAL;
 		}
-		snprintf(c->user, sizeof(c->user), "%s", o->user);
 		if (!key_file) {
 			default_key = eb_key_default_path();
 			key_file = default_key;

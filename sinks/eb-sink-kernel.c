@@ -406,6 +406,10 @@ int main(int argc, char *argv[])
 	r = parse_args(argc, argv, &o);
 	if (r <= 0)
 		return r < 0 ? 2 : 0;
+	if (eb_cli_client_env(&o) < 0) {
+		log_error("Too many brokers in $EB_BROKER");
+		return 2;
+	}
 	if (arg_oneshot)
 		/* No single operation may outlast the whole --timeout. */
 		o.timeout_ms =

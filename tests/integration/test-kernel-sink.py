@@ -186,6 +186,26 @@ def test():
         check(p.returncode == 0 and adds(ioctls(log)) == [(1024, 128)],
               f"over TLS, --bits 1024 credits 1024 bits of 128 bytes ({ioctls(log)})")
 
+        # As a VM's boot unit runs it: the broker from $EB_BROKER, the user and key from the
+        # credentials eb.user and eb.key (what the hypervisor hands the guest).
+        creds = os.path.join(b.tmp, "creds")
+        os.makedirs(creds)
+        with open(b.keys["bob"]) as f:
+            key = f.read()
+        for name, text in (("eb.key", key), ("eb.user", "bob\n")):
+            fd = os.open(os.path.join(creds, name), os.O_WRONLY | os.O_CREAT, 0o600)
+            os.write(fd, text.encode())
+            os.close(fd)
+        p, _ = sink(log, "--oneshot", env={"EB_BROKER": b.tcp, "CREDENTIALS_DIRECTORY": creds})
+        check(p.returncode == 0 and adds(ioctls(log)) == [(256, 32)],
+              f"$EB_BROKER with the credentials eb.user and eb.key seeds over TLS "
+              f"({p.stderr.decode(errors='replace').strip()[-200:]})")
+        with open(os.path.join(creds, "eb.user"), "w") as f:
+            f.write("b o b\n")
+        p, _ = sink(log, "--oneshot", env={"EB_BROKER": b.tcp, "CREDENTIALS_DIRECTORY": creds})
+        check(p.returncode == 2 and "eb.user" in p.stderr.decode(),
+              "a malformed eb.user credential is a configuration error (exit 2)")
+
         p, _ = sink(log, "-b", b.unix, "--oneshot", env={"EB_SEAM_ERRNO": "1"})
         err = p.stderr.decode(errors="replace")
         check(p.returncode == 1 and "RNDADDENTROPY" in err and "not permitted" in err,

@@ -12,6 +12,15 @@ from eblib import BUILD, check, main, need, prog, run
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
+# Services allowed above 2.0, each with the reason it cannot do better. Keep this short.
+EXPOSURE_MAX = {
+    # Root with CAP_SYS_ADMIN, which RNDADDENTROPY and RNDRESEEDCRNG need, and Internet sockets
+    # to reach a broker over TCP; everything else is locked down (eb-seed-vsock.service, without
+    # the network, stays under 2.0).
+    "eb-seed.service": 2.1,
+    "eb-sink-kernel.service": 2.1,
+}
+
 
 def units(tmp):
     """The units as installed, with ExecStart= pointing into the build tree."""
@@ -63,7 +72,8 @@ def test():
                      os.path.join(tmp, name)])
             m = re.search(r"Overall exposure level for \S+: ([0-9.]+)", (p.stdout + p.stderr).decode())
             check(m is not None, f"{name}: systemd-analyze security gives a score")
-            check(float(m.group(1)) <= 2.0, f"{name}: exposure {m.group(1)} is at most 2.0")
+            limit = EXPOSURE_MAX.get(name, 2.0)
+            check(float(m.group(1)) <= limit, f"{name}: exposure {m.group(1)} is at most {limit}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The kernel seeders' units say what their place in boot depends on: eb-seed-vsock.service runs
+with no default dependencies before sysinit.target, cryptsetup-pre.target,
+systemd-random-seed.service and ssh.service, only in a VM, with the vsock transport loaded and
+nothing that waits for the network or the random seed; eb-seed.service waits for the network and
+still comes before ssh.service; both have a --timeout shorter than systemd's; every kernel sink
+keeps CAP_SYS_ADMIN and nothing else. Read from the unit files as built (systemd-analyze verify
+in test-units.py checks that systemd accepts them); the checker is run on broken copies too, so
+this test can fail."""
+import os
+import re
+
+from eblib import BUILD, check, main
+
+SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+LISTS = {"Before", "After", "Wants", "Requires", "Conflicts", "WantedBy", "LoadCredential"}
+
+
+def parse(text):
+    """{(section, key): [values]}; list-valued keys are split on spaces, and an empty
+    assignment resets, as systemd reads them."""
+    units, section = {}, None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#;":
+            continue
+        m = re.fullmatch(r"\[(\w+)\]", line)
+        if m:
+            section = m.group(1)
+            continue
+        key, _, value = line.partition("=")
+        values = units.setdefault((section, key), [])
+        if value == "":
+            values.clear()
+        elif key in LISTS:
+            values.extend(value.split())
+        else:
+            values.append(value)
+    return units
+
+
+def load(name):
+    for path in (os.path.join(BUILD, "units", name), os.path.join(SRC, "units", name)):
+        if os.path.exists(path):
+            with open(path) as f:
+                return f.read()
+    raise FileNotFoundError(name)
+
+
+def seconds(s):
+    m = re.fullmatch(r"(\d+)(s|min)?", s)
+    return int(m.group(1)) * (60 if m.group(2) == "min" else 1)
+
+
+def oneshot_timeouts(u, problems):
+    cmd = " ".join(u.get(("Service", "ExecStart"), []))
+    m = re.search(r"--timeout[= ](\d+)", cmd)
+    if "--oneshot" not in cmd or not m:
+        problems.append("ExecStart= is not eb-sink-kernel --oneshot --timeout=SEC")
+        return cmd
+    limit = u.get(("Service", "TimeoutStartSec"), ["90s"])[-1]
+    if int(m.group(1)) >= seconds(limit):
+        problems.append(f"--timeout={m.group(1)} does not give up before TimeoutStartSec={limit}")
+    if u.get(("Service", "Type")) != ["oneshot"]:
+        problems.append("Type= is not oneshot")
+    if "eb.key" not in u.get(("Service", "LoadCredential"), []):
+        problems.append("the credential eb.key is not loaded")
+    return cmd
+
+
+def caps(u, problems):
+    if u.get(("Service", "CapabilityBoundingSet")) != ["CAP_SYS_ADMIN"]:
+        problems.append(f"CapabilityBoundingSet= is {u.get(('Service', 'CapabilityBoundingSet'))}"
+                        ", not CAP_SYS_ADMIN alone")
+
+
+def check_vsock(text):
+    u, problems = parse(text), []
+    unit = lambda k: set(u.get(("Unit", k), []))
+    if u.get(("Unit", "DefaultDependencies")) != ["no"]:
+        problems.append("DefaultDependencies=no is missing")
+    want_before = {"sysinit.target", "cryptsetup-pre.target", "systemd-random-seed.service",
+                   "ssh.service", "shutdown.target"}
+    if not want_before <= unit("Before"):
+        problems.append(f"not Before= {sorted(want_before - unit('Before'))}")
+    if "shutdown.target" not in unit("Conflicts"):
+        problems.append("no Conflicts=shutdown.target")
+    if "cryptsetup-pre.target" not in unit("Wants"):
+        problems.append("cryptsetup-pre.target is not pulled in (Wants=)")
+    modprobe = "modprobe@vmw_vsock_virtio_transport.service"
+    if modprobe not in unit("Wants") or modprobe not in unit("After"):
+        problems.append(f"not Wants= and After= {modprobe}")
+    late = {"systemd-random-seed.service", "sysinit.target", "basic.target", "local-fs.target",
+            "network.target", "network-online.target", "ssh.service", "cryptsetup.target"}
+    if unit("After") & late or unit("Requires") & late or unit("Wants") & late:
+        problems.append(f"waits for {sorted((unit('After') | unit('Requires') | unit('Wants')) & late)}")
+    if u.get(("Unit", "ConditionVirtualization")) != ["vm"]:
+        problems.append("ConditionVirtualization=vm is missing")
+    if u.get(("Unit", "ConditionCredential")) != ["eb.key"]:
+        problems.append("ConditionCredential=eb.key is missing")
+    cmd = oneshot_timeouts(u, problems)
+    if "--broker=vsock://2" not in cmd:
+        problems.append("the broker is not the host, vsock://2")
+    if "sysinit.target" not in u.get(("Install", "WantedBy"), []):
+        problems.append("not WantedBy=sysinit.target")
+    caps(u, problems)
+    return problems
+
+
+def check_network(text):
+    u, problems = parse(text), []
+    unit = lambda k: set(u.get(("Unit", k), []))
+    if u.get(("Unit", "DefaultDependencies"), ["yes"]) != ["yes"]:
+        problems.append("DefaultDependencies= changed")
+    for k in ("Wants", "After"):
+        if "network-online.target" not in unit(k):
+            problems.append(f"not {k}=network-online.target")
+    if "ssh.service" not in unit("Before") or "ssh.service" in unit("After"):
+        problems.append("not Before=ssh.service")
+    if "systemd-random-seed.service" in unit("After") | unit("Requires"):
+        problems.append("waits for systemd-random-seed.service")
+    oneshot_timeouts(u, problems)
+    caps(u, problems)
+    return problems
+
+
+def check_persistent(text):
+    u, problems = parse(text), []
+    if u.get(("Service", "Type")) != ["notify"]:
+        problems.append("Type= is not notify")
+    if "--oneshot" in " ".join(u.get(("Service", "ExecStart"), [])):
+        problems.append("ExecStart= has --oneshot")
+    caps(u, problems)
+    return problems
+
+
+def test():
+    cases = (("eb-seed-vsock.service", check_vsock), ("eb-seed.service", check_network),
+             ("eb-sink-kernel.service", check_persistent))
+    for name, checker in cases:
+        problems = checker(load(name))
+        check(not problems, f"{name}: {'; '.join(problems) or 'ordering, conditions and timeouts as designed'}")
+
+    # The checks can fail: each of these breakages must be caught.
+    vsock = load("eb-seed-vsock.service")
+    broken = {
+        "default dependencies": vsock.replace("DefaultDependencies=no", "DefaultDependencies=yes"),
+        "after the random seed": vsock.replace("[Service]", "[Unit]\nAfter=systemd-random-seed.service\n[Service]"),
+        "no ssh ordering": vsock.replace(" ssh.service", ""),
+        "Before= reset": vsock.replace("[Service]", "[Unit]\nBefore=\n[Service]"),
+        "not only in VMs": vsock.replace("ConditionVirtualization=vm", "ConditionVirtualization=yes"),
+        "timeout too long": vsock.replace("--timeout=30", "--timeout=60"),
+        "more capabilities": vsock.replace("CapabilityBoundingSet=CAP_SYS_ADMIN",
+                                           "CapabilityBoundingSet=CAP_SYS_ADMIN CAP_NET_ADMIN"),
+    }
+    for what, text in broken.items():
+        check(text != vsock and check_vsock(text), f"a vsock unit with {what} is caught")
+    net = load("eb-seed.service")
+    check(check_network(net.replace("Wants=network-online.target\n", "")),
+          "a network seeder that does not pull in network-online.target is caught")
+
+
+main(test)
