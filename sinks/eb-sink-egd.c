@@ -630,7 +630,6 @@ static int parse_args(int argc, char *argv[], struct eb_client_options *o)
 	    {"client-timeout", required_argument, NULL, ARG_CLIENT_TIMEOUT},
 	    {},
 	};
-	static char env_brokers[4096];
 	int c, r;
 
 	while ((c = getopt_long(argc, argv, EB_CLI_CLIENT_SHORTOPTS "l:", options, NULL)) >= 0) {
@@ -683,20 +682,10 @@ static int parse_args(int argc, char *argv[], struct eb_client_options *o)
 		return log_error_errno(EINVAL, "Unexpected argument \"%s\"; see --help",
 		                       argv[optind]);
 	/* The units name their brokers in an EnvironmentFile=, one list for every sink. */
-	if (o->n_brokers == 0 && getenv("EB_BROKER")) {
-		char *save = NULL;
-
-		snprintf(env_brokers, sizeof(env_brokers), "%s", getenv("EB_BROKER"));
-		for (char *t = strtok_r(env_brokers, " \t\n", &save); t;
-		     t = strtok_r(NULL, " \t\n", &save)) {
-			if (o->n_brokers >= EB_CLIENT_BROKERS_MAX)
-				return log_error_errno(EINVAL, "At most %d brokers in $EB_BROKER",
-				                       EB_CLIENT_BROKERS_MAX);
-			o->brokers[o->n_brokers++] = t;
-		}
-	}
-	if (!o->user && getenv("EB_USER") && getenv("EB_USER")[0])
-		o->user = getenv("EB_USER");
+	r = eb_cli_client_env(o);
+	if (r < 0)
+		return log_error_errno(r, "Invalid $EB_BROKER: at most %d brokers",
+		                       EB_CLIENT_BROKERS_MAX);
 	return 1;
 }
 

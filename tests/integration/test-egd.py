@@ -96,10 +96,18 @@ class Sink:
             ["systemd-socket-activate", "-l", self.path, "--fdname=egd-pool",
              prog("eb-sink-egd"), "-v", "-b", broker.unix, *extra],
             stdout=self.logf, stderr=self.logf, env=env)
+        # The path appears at bind(), before listen(): up once a PID request is answered.
         deadline = time.time() + 10
-        while not os.path.exists(self.path):
+        while True:
+            try:
+                with connect(self.path) as s:
+                    s.settimeout(5)
+                    if pid(s):
+                        break
+            except (OSError, Failure):
+                pass
             if time.time() > deadline or self.proc.poll() is not None:
-                raise Failure("eb-sink-egd's socket did not appear: " + self.read_log())
+                raise Failure("eb-sink-egd did not come up: " + self.read_log())
             time.sleep(0.02)
 
     def read_log(self):
