@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* eb-sink-file: writes N bytes of broker output to a file or standard output. */
+/* eb-sink-file: writes N bytes of broker output to a file or standard output, or keeps a FIFO
+ * fed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -13,20 +16,28 @@
 
 /* Requests in flight: two keep the broker busy while we write the previous answer. */
 #define WINDOW 2
+/* A FIFO gets a page at a time and holds one page: what a reader has not asked for is drawn
+ * from the broker a page ahead at most, and what a departing reader leaves is little. */
+#define FIFO_CHUNK 4096
 
 static unsigned long long arg_bytes;
 static const char *arg_output;
+static const char *arg_fifo;
 static enum eb_get_mode arg_mode = EB_GET_FULL;
 static unsigned long long arg_timeout_s;
 
 static void help(void)
 {
 	printf(
-	    "Usage: eb-sink-file --bytes N [OPTIONS]\n\n"
+	    "Usage: eb-sink-file --bytes N [OPTIONS]\n"
+	    "       eb-sink-file --fifo PATH [OPTIONS]\n\n"
 	    "Writes exactly N bytes of full-entropy output from a broker to a file or standard\n"
-	    "output, or exits non-zero; every byte written is one the broker vouched for.\n\n"
+	    "output, or exits non-zero; every byte written is one the broker vouched for.\n"
+	    "With --fifo, keeps the FIFO at PATH fed for whoever reads it, until stopped.\n\n"
 	    "      --bytes N         how many bytes to write\n"
 	    "  -o, --output PATH     write to PATH (created 0600) instead of standard output\n"
+	    "      --fifo PATH       feed the FIFO at PATH (created 0600 if missing) as readers\n"
+	    "                        read it, reader after reader\n"
 	    "      --mode MODE       full (default: SP 800-90C full entropy) or drbg\n"
 	    "      --timeout SEC     give up after SEC seconds (default: wait forever)\n" EB_CLI_CLIENT_HELP
 	    "\nSee eb-sink-file(1).\n");
@@ -62,15 +73,75 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 	return 0;
 }
 
+/* Makes sure PATH is a FIFO, creating it 0600 when missing. */
+static int fifo_prepare(const char *path)
+{
+	struct stat st;
+
+	if (mkfifo(path, 0600) < 0 && errno != EEXIST)
+		return log_error_errno(errno, "Failed to create FIFO %s: %m", path);
+	if (stat(path, &st) < 0)
+		return log_error_errno(errno, "Failed to stat %s: %m", path);
+	if (!S_ISFIFO(st.st_mode))
+		return log_error_errno(ENOTTY, "%s exists and is not a FIFO", path);
+	return 0;
+}
+
+/* Waits for a reader: opening a FIFO for writing blocks until one comes. */
+static int fifo_open(const char *path, int *ret_fd)
+{
+	int fd;
+
+	log_debug("Waiting for a reader of %s", path);
+	do
+		fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+	while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return log_error_errno(errno, "Failed to open FIFO %s: %m", path);
+	/* Best effort: the smallest pipe keeps little unread entropy in the kernel. */
+	(void)fcntl(fd, F_SETPIPE_SZ, FIFO_CHUNK);
+	log_debug("A reader opened %s", path);
+	*ret_fd = fd;
+	return 0;
+}
+
+/* Writes to the FIFO; when its reader goes away (EPIPE), the rest goes to the next one. What
+ * the last reader left unread goes to the next reader or with the pipe: nobody reads a byte
+ * twice. */
+static int fifo_write(int *fd, const uint8_t *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t k = write(*fd, p, n);
+		int r;
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && errno == EPIPE) {
+			log_debug("The reader of %s went away", arg_fifo);
+			*fd = safe_close(*fd);
+			r = fifo_open(arg_fifo, fd);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		if (k < 0)
+			return log_error_errno(errno, "Failed to write FIFO %s: %m", arg_fifo);
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
 static int parse_args(int argc, char *argv[], struct eb_client_options *o)
 {
-	enum { ARG_BYTES = EB_CLI_ARG_FIRST_PRIVATE, ARG_MODE, ARG_TIMEOUT };
+	enum { ARG_BYTES = EB_CLI_ARG_FIRST_PRIVATE, ARG_MODE, ARG_TIMEOUT, ARG_FIFO };
 	static const struct option options[] = {
 	    EB_CLI_CLIENT_OPTIONS,
 	    {"bytes", required_argument, NULL, ARG_BYTES},
 	    {"output", required_argument, NULL, 'o'},
 	    {"mode", required_argument, NULL, ARG_MODE},
 	    {"timeout", required_argument, NULL, ARG_TIMEOUT},
+	    {"fifo", required_argument, NULL, ARG_FIFO},
 	    {},
 	};
 	int c, r;
@@ -101,6 +172,9 @@ static int parse_args(int argc, char *argv[], struct eb_client_options *o)
 				return log_error_errno(
 				    EINVAL, "Invalid --mode \"%s\": expected full or drbg", optarg);
 			break;
+		case ARG_FIFO:
+			arg_fifo = optarg;
+			break;
 		case ARG_TIMEOUT:
 			if (eb_cli_parse_u64(optarg, 1, 86400 * 365, &arg_timeout_s) < 0)
 				return log_error_errno(
@@ -113,7 +187,11 @@ static int parse_args(int argc, char *argv[], struct eb_client_options *o)
 	if (optind < argc)
 		return log_error_errno(EINVAL, "Unexpected argument \"%s\"; see --help",
 		                       argv[optind]);
-	if (arg_bytes == 0)
+	if (arg_fifo && (arg_bytes > 0 || arg_output || arg_timeout_s > 0))
+		return log_error_errno(
+		    EINVAL,
+		    "--fifo runs until stopped: it takes no --bytes, --output or --timeout");
+	if (arg_bytes == 0 && !arg_fifo)
 		return log_error_errno(EINVAL, "--bytes N is required; see --help");
 	return 1;
 }
@@ -124,8 +202,8 @@ int main(int argc, char *argv[])
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
 	static uint8_t buf[EB_DATA_MAX];
 	uint64_t written = 0, requested = 0, deadline = 0;
-	size_t in_flight[WINDOW];
-	unsigned n_in_flight = 0;
+	size_t in_flight[WINDOW], chunk = EB_DATA_MAX;
+	unsigned n_in_flight = 0, window = WINDOW;
 	int fd = STDOUT_FILENO, r;
 
 	log_setup(argv[0]);
@@ -136,6 +214,17 @@ int main(int argc, char *argv[])
 		return 2;
 	if (arg_timeout_s > 0)
 		deadline = now_ms() + arg_timeout_s * 1000;
+	if (arg_fifo) {
+		if (fifo_prepare(arg_fifo) < 0)
+			return 2;
+		/* A reader that leaves is EPIPE, not a fatal signal. */
+		signal(SIGPIPE, SIG_IGN);
+		arg_bytes = UINT64_MAX;
+		window = 1;
+		chunk = FIFO_CHUNK;
+		fd = -EBADF;
+		log_info("Feeding FIFO %s", arg_fifo);
+	}
 	if (arg_output) {
 		fd = open(arg_output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0600);
 		if (fd < 0) {
@@ -154,6 +243,11 @@ int main(int argc, char *argv[])
 			r = -ETIMEDOUT;
 			break;
 		}
+		/* No reader, no drawing: the broker's entropy is not spent on an empty room. */
+		if (arg_fifo && fd < 0 && fifo_open(arg_fifo, &fd) < 0) {
+			r = -EIO;
+			break;
+		}
 		if (!eb_client_connected(client)) {
 			requested = written;
 			n_in_flight = 0;
@@ -166,8 +260,8 @@ int main(int argc, char *argv[])
 			}
 			log_debug("Drawing from %s", eb_client_broker(client));
 		}
-		while (n_in_flight < WINDOW && requested < arg_bytes) {
-			size_t n = (size_t)MIN(arg_bytes - requested, (uint64_t)EB_DATA_MAX);
+		while (n_in_flight < window && requested < arg_bytes) {
+			size_t n = (size_t)MIN(arg_bytes - requested, (uint64_t)chunk);
 
 			r = eb_client_request(client, n, arg_mode);
 			if (r < 0)
@@ -206,8 +300,10 @@ int main(int argc, char *argv[])
 			r = -EBADMSG;
 			break;
 		}
-		r = write_all(fd, buf, len);
+		r = arg_fifo ? fifo_write(&fd, buf, len) : write_all(fd, buf, len);
 		explicit_bzero(buf, len);
+		if (r < 0 && arg_fifo)
+			break;
 		if (r < 0) {
 			log_error_errno(r, "Failed to write %s: %m",
 			                arg_output ? arg_output : "standard output");
@@ -219,6 +315,10 @@ int main(int argc, char *argv[])
 		log_warning("Lost broker %s: %s; failing over", eb_client_broker(client),
 		            eb_client_last_error(client));
 		eb_client_disconnect(client);
+	}
+	if (arg_fifo) {
+		safe_close(fd);
+		return 1;
 	}
 	if (fd != STDOUT_FILENO && close(fd) < 0 && r >= 0)
 		r = log_error_errno(errno, "Failed to close %s: %m", arg_output);

@@ -14,7 +14,8 @@ from eblib import BUILD, check, main, run, write_key
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MAN = os.path.join(SRC, "docs", "man")
 CLIENTS = ("eb-source-file", "eb-source-kernel", "eb-sink-file", "eb-sink-kernel", "eb-sink-egd",
-           "eb-brokerctl", "eb-source-jitter", "eb-source-timers", "eb-proxy-knuth")
+           "eb-brokerctl", "eb-source-jitter", "eb-source-timers", "eb-proxy-knuth",
+           "eb-source-stream", "eb-source-egd", "eb-source-exec")
 BAD_URIS = ("bogus://x", "tcp://", "tcp://host:99999", "tcp://[::1", "unix:relative/path",
             "vsock://notacid")
 
@@ -96,6 +97,9 @@ def test():
             "eb-source-kernel": [],
             "eb-source-jitter": [],
             "eb-source-timers": [],
+            "eb-source-stream": [data],
+            "eb-source-egd": [os.path.join(tmp, "no-egd.sock")],
+            "eb-source-exec": ["--", "true"],
             "eb-proxy-knuth": ["-a", "m", data, data],
             "eb-sink-file": ["--bytes", "32"],
             "eb-sink-kernel": ["--oneshot"],

@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: MIT */
+/* eb-source-egd: pulls from an EGD (Entropy Gathering Daemon) socket, such as ekeyd's for the
+ * Simtec Entropy Key, and donates what it reads to a broker. */
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "log.h"
+#include "proto.h"
+#include "source.h"
+
+/* The EGD protocol (egd.pl; ekeyd's README.egd-protocol): a command byte, then its arguments;
+ * multi-byte integers are big-endian, and one request reads at most 255 bytes. */
+#define EGD_CMD_LEVEL         0x00 /* -> u32 bits available */
+#define EGD_CMD_READ_NONBLOCK 0x01 /* u8 n -> u8 k (k <= n), then k bytes */
+#define EGD_CMD_READ_BLOCK    0x02 /* u8 n -> exactly n bytes, no length */
+#define EGD_READ_MAX          255u
+
+/* The server's claim cannot be checked, and the protocol carries none: EGD output is whatever
+ * the daemon behind it produced, conditioned. Half of what a byte can carry, as for the
+ * stream devices; ekeyd itself tells the kernel 7 bits per byte for the Entropy Key. */
+#define DEFAULT_H_MBITS 4000u
+
+#define TIMEOUT_MS     10000
+#define BACKOFF_MIN_MS 50u
+#define BACKOFF_MAX_MS 2000u
+
+struct egd {
+	int fd;
+	const char *address;
+	bool nonblocking;
+	unsigned backoff_ms;
+};
+
+static int io_wait(int fd, short events, int timeout_ms)
+{
+	struct pollfd p = {.fd = fd, .events = events};
+	int r;
+
+	do
+		r = poll(&p, 1, timeout_ms);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return negative_errno();
+	return r == 0 ? -ETIMEDOUT : 0;
+}
+
+/* Reads exactly len bytes; timeout_ms < 0 waits as long as the server takes (a blocking EGD
+ * read is answered as entropy comes in). */
+static int read_exact(int fd, uint8_t *buf, size_t len, int timeout_ms)
+{
+	while (len > 0) {
+		ssize_t k;
+		int r = io_wait(fd, POLLIN, timeout_ms);
+
+		if (r < 0)
+			return r;
+		k = read(fd, buf, len);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return negative_errno();
+		if (k == 0)
+			return -ECONNRESET;
+		buf += k;
+		len -= (size_t)k;
+	}
+	return 0;
+}
+
+static int write_exact(int fd, const uint8_t *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t k = send(fd, buf, len, MSG_NOSIGNAL);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return negative_errno();
+		buf += k;
+		len -= (size_t)k;
+	}
+	return 0;
+}
+
+/* ADDRESS: /PATH or unix:/PATH, or HOST:PORT or tcp://HOST:PORT ([V6]:PORT for IPv6). */
+static int egd_connect(const char *address, int *ret_fd)
+{
+	_cleanup_close_ int fd = -EBADF;
+	const char *path = NULL;
+	int r;
+
+	if (address[0] == '/')
+		path = address;
+	else if (strncmp(address, "unix:", 5) == 0)
+		path = address + 5;
+
+	if (path) {
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+		if (path[0] != '/' || strlen(path) >= sizeof(sa.sun_path))
+			return -EINVAL;
+		memcpy(sa.sun_path, path, strlen(path));
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return negative_errno();
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			return negative_errno();
+	} else {
+		struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+		char host[256], *port;
+		const char *a = address;
+
+		if (strncmp(a, "tcp://", 6) == 0)
+			a += 6;
+		if (strlen(a) >= sizeof(host))
+			return -EINVAL;
+		strncpy(host, a, sizeof(host) - 1);
+		host[sizeof(host) - 1] = '\0';
+		port = strrchr(host, ':');
+		if (!port || port == host || !port[1])
+			return -EINVAL;
+		*port++ = '\0';
+		if (host[0] == '[') {
+			size_t n = strlen(host);
+
+			if (n < 3 || host[n - 1] != ']')
+				return -EINVAL;
+			host[n - 1] = '\0';
+			memmove(host, host + 1, n - 1);
+		}
+		r = getaddrinfo(host, port, &hints, &ai);
+		if (r != 0)
+			return r == EAI_SYSTEM ? negative_errno() : -EHOSTUNREACH;
+		r = -EHOSTUNREACH;
+		for (struct addrinfo *i = ai; i; i = i->ai_next) {
+			fd = socket(i->ai_family, i->ai_socktype | SOCK_CLOEXEC, i->ai_protocol);
+			if (fd < 0)
+				continue;
+			if (connect(fd, i->ai_addr, i->ai_addrlen) == 0) {
+				int one = 1;
+
+				/* A server that vanished must not leave a blocking read
+				 * waiting forever. */
+				(void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+				r = 0;
+				break;
+			}
+			r = negative_errno();
+			fd = safe_close(fd);
+		}
+		freeaddrinfo(ai);
+		if (r < 0)
+			return r;
+	}
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+static int egd_level(int fd, uint32_t *ret)
+{
+	uint8_t cmd = EGD_CMD_LEVEL, b[4];
+	int r;
+
+	r = write_exact(fd, &cmd, 1);
+	if (r < 0)
+		return r;
+	r = read_exact(fd, b, sizeof(b), TIMEOUT_MS);
+	if (r < 0)
+		return r;
+	*ret = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+	return 0;
+}
+
+static void pause_ms(unsigned ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
+{
+	struct egd *e = userdata;
+	uint8_t req[2];
+	int r;
+
+	n = MIN(n, (size_t)EGD_READ_MAX);
+	req[1] = (uint8_t)n;
+	if (!e->nonblocking) {
+		/* 0x02: exactly n bytes come back, as the server has them. */
+		req[0] = EGD_CMD_READ_BLOCK;
+		r = write_exact(e->fd, req, sizeof(req));
+		if (r >= 0)
+			r = read_exact(e->fd, buf, n, -1);
+		if (r < 0)
+			return log_error_errno(r, "EGD read from %s failed: %m", e->address);
+		return (ssize_t)n;
+	}
+	for (;;) {
+		uint8_t k;
+
+		/* 0x01: a count, at most what was asked, then that many bytes; 0 when the
+		 * server has nothing, and then we back off rather than spin. */
+		req[0] = EGD_CMD_READ_NONBLOCK;
+		r = write_exact(e->fd, req, sizeof(req));
+		if (r >= 0)
+			r = read_exact(e->fd, &k, 1, TIMEOUT_MS);
+		if (r >= 0 && k > n)
+			return log_error_errno(EPROTO,
+			                       "EGD server %s sent %u bytes for a request of %zu",
+			                       e->address, k, n);
+		if (r >= 0 && k > 0)
+			r = read_exact(e->fd, buf, k, TIMEOUT_MS);
+		if (r < 0)
+			return log_error_errno(r, "EGD read from %s failed: %m", e->address);
+		if (k > 0) {
+			e->backoff_ms = BACKOFF_MIN_MS;
+			return k;
+		}
+		pause_ms(e->backoff_ms);
+		e->backoff_ms = MIN(e->backoff_ms * 2, BACKOFF_MAX_MS);
+	}
+}
+
+static void help(void)
+{
+	printf(
+	    "Usage: eb-source-egd [OPTIONS] ADDRESS\n\n"
+	    "Pulls from an EGD socket (ADDRESS: /PATH, unix:/PATH, HOST:PORT or tcp://HOST:PORT)\n"
+	    "and donates it to a broker. Each byte is one 8-bit sample; SP 800-90B health tests\n"
+	    "run on them.\n\n"
+	    "      --min-entropy H   min-entropy to claim per byte, 0-8 (default 4)\n"
+	    "      --nonblocking     read with EGD command 0x01, backing off when the server\n"
+	    "                        has nothing (default: 0x02, the blocking read)\n" EB_CLI_SOURCE_HELP
+		EB_CLI_CLIENT_HELP "\nSee eb-source-egd(1).\n");
+}
+
+int main(int argc, char *argv[])
+{
+	enum { ARG_H = EB_CLI_ARG_FIRST_PRIVATE, ARG_NONBLOCKING };
+	static const struct option options[] = {
+	    EB_CLI_CLIENT_OPTIONS,
+	    EB_CLI_SOURCE_OPTIONS,
+	    {"min-entropy", required_argument, NULL, ARG_H},
+	    {"nonblocking", no_argument, NULL, ARG_NONBLOCKING},
+	    {},
+	};
+	struct eb_client_options o = {.roles = EB_ROLE_SOURCE};
+	struct eb_source_params p = {
+	    .gate = {.bits = 8, .h_mbits = DEFAULT_H_MBITS, .cap_mbits_per_byte = 8000},
+	    .dump_fd = -EBADF,
+	    .quarantine_ms = 1000,
+	};
+	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
+	_cleanup_close_ int dump_fd = -EBADF, fd = -EBADF;
+	struct egd e = {.fd = -EBADF, .backoff_ms = BACKOFF_MIN_MS};
+	char kind[EB_KIND_MAX + 1], name[256];
+	struct eb_source_stats st;
+	uint32_t level;
+	int c, r;
+
+	log_setup(argv[0]);
+	while ((c = getopt_long(argc, argv, EB_CLI_CLIENT_SHORTOPTS, options, NULL)) >= 0) {
+		r = eb_cli_client_option(c, optarg, &o, "eb-source-egd", help);
+		if (r == 0)
+			r = eb_cli_source_option(c, optarg, &p);
+		dump_fd = p.dump_fd;
+		if (r == -1)
+			return 0;
+		if (r == -2)
+			return 2;
+		if (r == 1)
+			continue;
+		if (c == ARG_H) {
+			if (eb_cli_parse_mbits(optarg, 8000, &p.gate.h_mbits) < 0) {
+				log_error("Invalid --min-entropy \"%s\": expected 0-8 bits",
+				          optarg);
+				return 2;
+			}
+		} else if (c == ARG_NONBLOCKING)
+			e.nonblocking = true;
+		else
+			return 2;
+	}
+	if (optind + 1 != argc) {
+		log_error("Expected one EGD ADDRESS (/PATH or HOST:PORT); see --help");
+		return 2;
+	}
+	if (eb_cli_client_env(&o) < 0) {
+		log_error("Too many brokers in $EB_BROKER");
+		return 2;
+	}
+	e.address = argv[optind];
+	snprintf(kind, sizeof(kind), "egd %s", e.address);
+	snprintf(name, sizeof(name), "egd %s", e.address);
+	o.kind = kind;
+	o.claim_mbits_per_byte = p.gate.h_mbits;
+	p.name = name;
+	if (eb_cli_client_new(&o, &client) < 0)
+		return 2;
+	r = egd_connect(e.address, &fd);
+	if (r == -EINVAL) {
+		log_error("Invalid EGD address \"%s\": expected /PATH, unix:/PATH or HOST:PORT",
+		          e.address);
+		return 2;
+	}
+	if (r < 0) {
+		log_error_errno(r, "Failed to connect to EGD server %s: %m", e.address);
+		return 1;
+	}
+	e.fd = fd;
+	/* Asking the level first proves the peer speaks EGD before anything is credited. */
+	r = egd_level(fd, &level);
+	if (r < 0) {
+		log_error_errno(r, "EGD server %s did not answer the level query: %m", e.address);
+		return 1;
+	}
+	log_info("EGD server %s has %" PRIu32 " bits available", e.address, level);
+
+	r = eb_source_run(client, &p, sample, &e, &st);
+	if (r < 0)
+		return 1;
+	log_info("Donated %" PRIu64 " bytes from %s, %" PRIu64 " bits credited of %" PRIu64
+	         " claimed; %" PRIu64 " health-test alarm(s)",
+	         st.bytes, e.address, st.credited, st.claimed, st.alarms);
+	return 0;
+}

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""eb-source-egd against a real EGD server from Debian's packages: the original Entropy Broker's
+(package entropybroker) entropy_broker fed by eb_server_linux_kernel, with eb_client_egd serving
+EGD on a unix socket and on TCP. Debian has no stand-alone EGD server (ekeyd needs its USB key;
+ekeyd-egd-linux is a client), and eb_client_egd is a complete one: it answers 0x00, 0x01 and 0x02.
+Both read modes are used (0x02 over unix, 0x01 over TCP), and what was read is credited. A small
+server here breaks the protocol on purpose (more bytes than asked for) to show the ceiling holds."""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+
+from eblib import SKIP, Broker, check, free_port, main, prog, run
+
+EB_PROGRAMS = ("entropy_broker", "eb_server_linux_kernel", "eb_client_egd")
+
+
+class OldBroker:
+    """Entropy Broker 2.9's broker, a kernel server feeding it, and its EGD client-server."""
+
+    def __init__(self, tmp):
+        self.tmp = os.path.join(tmp, "eb29")
+        os.mkdir(self.tmp)
+        self.port, self.web, self.egd_port = free_port(), free_port(), free_port()
+        self.sock = os.path.join(self.tmp, "egd.sock")
+        with open("/etc/entropybroker/entropy_broker.conf") as f:
+            conf = f.read()
+        # It binds IPv6 sockets: an IPv4 address needs the mapped form.
+        for key, value in [("listen_adapter", "::FFFF:127.0.0.1"), ("listen_port", self.port),
+                           ("webserver_interface", "::FFFF:127.0.0.1"),
+                           ("webserver_port", self.web),
+                           ("users", os.path.join(self.tmp, "users.txt")),
+                           # Its default serves a client 4096 bits per second.
+                           ("default_max_get_bps", 100000000)]:
+            conf = re.sub(rf"(?m)^{key}\s*=.*$", f"{key} = {value}", conf)
+        self.conf = os.path.join(self.tmp, "entropy_broker.conf")
+        with open(self.conf, "w") as f:
+            f.write(conf)
+        for name, text in [("users.txt", "test|testpassword1234\n"),
+                           ("auth.txt", "test\ntestpassword1234\n")]:
+            fd = os.open(os.path.join(self.tmp, name), os.O_WRONLY | os.O_CREAT, 0o600)
+            os.write(fd, text.encode())
+            os.close(fd)
+        self.procs = []
+
+    def spawn(self, *cmd):
+        log = open(os.path.join(self.tmp, os.path.basename(cmd[0]) + ".out"), "wb")
+        self.procs.append(subprocess.Popen(list(cmd), stdout=log, stderr=log,
+                                           stdin=subprocess.DEVNULL, cwd=self.tmp))
+
+    def start(self):
+        auth = os.path.join(self.tmp, "auth.txt")
+        self.spawn("entropy_broker", "-c", self.conf, "-n", "-L", "0")
+        time.sleep(0.5)
+        peer = f"127.0.0.1:{self.port}"
+        self.spawn("eb_server_linux_kernel", "-I", peer, "-X", auth, "-n", "-L", "0")
+        self.spawn("eb_client_egd", "-I", peer, "-X", auth, "-d", self.sock, "-n", "-L", "0")
+        self.spawn("eb_client_egd", "-I", peer, "-X", auth, "-t", "::FFFF:127.0.0.1", "-T",
+                   str(self.egd_port), "-n", "-L", "0")
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            if os.path.exists(self.sock) and self.tcp_up():
+                return
+            time.sleep(0.1)
+        raise RuntimeError("Entropy Broker 2.9's EGD server did not come up: " +
+                           " ".join(p.args[0] + "=" + str(p.poll()) for p in self.procs))
+
+    def tcp_up(self):
+        try:
+            socket.create_connection(("127.0.0.1", self.egd_port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def bad_server(path):
+    """An EGD server that answers 0x00 and then, for 0x01 N, claims N + 1 bytes."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+
+    def serve():
+        c, _ = srv.accept()
+        with c:
+            while True:
+                try:
+                    cmd = c.recv(1)
+                except OSError:
+                    return
+                if not cmd:
+                    return
+                if cmd == b"\x00":
+                    c.sendall((4096).to_bytes(4, "big"))
+                elif cmd == b"\x01":
+                    n = c.recv(1)[0]
+                    c.sendall(bytes([min(n + 1, 255)]) + os.urandom(min(n + 1, 255)))
+
+    threading.Thread(target=serve, daemon=True).start()
+    return srv
+
+
+def credited(stderr):
+    m = re.search(r"(\d+) bits credited of (\d+) claimed", stderr)
+    return int(m.group(1)) if m else None
+
+
+def test():
+    missing = [p for p in EB_PROGRAMS if shutil.which(p) is None]
+    if missing or not os.path.exists("/etc/entropybroker/entropy_broker.conf"):
+        print(f"SKIP: needs Debian's entropybroker package ({', '.join(missing)})")
+        raise SystemExit(SKIP)
+    b = Broker({"admin": {"role": "admin"},
+                "local": {"role": "source", "unix-uid": 0, "key": False}},
+               capacity=64 * 1024 * 1024).start()
+    old = OldBroker(b.tmp)
+    try:
+        old.start()
+        check(True, f"Entropy Broker 2.9 serves EGD on {old.sock} and 127.0.0.1:{old.egd_port}")
+
+        dump = os.path.join(b.tmp, "dump")
+        p = run([prog("eb-source-egd"), "-b", b.unix, "--samples", "16384", "--dump-raw", dump,
+                 old.sock], timeout=60)
+        err = p.stderr.decode()
+        check(p.returncode == 0, f"eb-source-egd reads {old.sock} with 0x02 and exits 0 ({err[-300:]})")
+        check(re.search(r"EGD server \S+ has \d+ bits available", err) is not None,
+              "the level query (0x00) is answered first")
+        c = credited(err)
+        check(c == (16384 - 1024) * 4, f"16384 samples at H = 4, the start-up test's 1024 uncredited: {c} bits")
+        check(os.path.getsize(dump) == 16384, "--dump-raw holds the 16384 samples")
+        check(b.wait_log(f"egd {old.sock}"), "HELLO names the source egd PATH")
+
+        p = run([prog("eb-source-egd"), "-b", b.unix, "--nonblocking", "--min-entropy", "2",
+                 "--samples", "8192", f"tcp://127.0.0.1:{old.egd_port}"], timeout=60)
+        err = p.stderr.decode()
+        c = credited(err)
+        check(p.returncode == 0 and c == (8192 - 1024) * 2,
+              f"over TCP with 0x01 (non-blocking reads, backing off when empty): {c} bits ({err[-200:]})")
+
+        st = b.status()
+        check(st["bits_in"] == (16384 - 1024) * 4 + (8192 - 1024) * 2,
+              f"the broker credited exactly that ({st['bits_in']} bits)")
+
+        bad = os.path.join(b.tmp, "bad.sock")
+        srv = bad_server(bad)
+        p = run([prog("eb-source-egd"), "-b", b.unix, "--nonblocking", "--samples", "100", bad],
+                timeout=30)
+        srv.close()
+        check(p.returncode == 1 and "sent 101 bytes for a request of 100" in p.stderr.decode(),
+              f"a server that sends more than was asked for is refused ({p.stderr.decode().strip()[-120:]})")
+
+        p = run([prog("eb-source-egd"), "-b", b.unix, os.path.join(b.tmp, "nothing.sock")])
+        check(p.returncode == 1, "no server at the address: exit 1")
+        p = run([prog("eb-source-egd"), "-b", b.unix, "no-port-here"])
+        check(p.returncode == 2, "an address that is neither a path nor HOST:PORT: exit 2")
+    finally:
+        old.stop()
+        b.cleanup()
+
+
+main(test)

@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""udev/60-entropy-broker.rules: the real udev parses it cleanly (`udevadm verify` where udev has
+it, 253 and later; `udevadm test` on this machine's hw_random device in a private mount namespace
+otherwise, so that no device node or udev database is touched), and for every known RNG a small
+evaluator of the rules says which unit is wanted: eb-source-stream@hwrng.service for /dev/hwrng,
+eb-source-stream@<tty>.service with ModemManager told to keep off for each TrueRNG and the OneRNG,
+nothing for FTDI's generic 0403:6015 unless an admin's rule pins it by serial, nothing for other
+serial devices or on remove. The VM suite plugs real (emulated) devices in."""
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+from eblib import check, main, run
+
+SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+RULES = os.path.join(SRC, "udev", "60-entropy-broker.rules")
+
+# The keys and operators this file may use, as udev(7) spells them.
+MATCH_KEYS = {"ACTION", "SUBSYSTEM", "KERNEL", "ATTRS", "ATTR", "ENV", "DRIVERS", "TAG"}
+ASSIGN_KEYS = {"ENV", "TAG", "GROUP", "MODE", "OWNER", "GOTO", "LABEL", "SYMLINK", "RUN"}
+TOKEN = re.compile(r'\s*([A-Z_]+)(?:\{([^}]+)\})?\s*(==|!=|\+=|-=|:=|=)\s*"([^"]*)"\s*(,|$)')
+
+
+def parse(text, name="rules"):
+    """Returns [(line number, [(key, attr, op, value), ...])]; raises on a malformed line."""
+    rules = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        pos, tokens = 0, []
+        while pos < len(line):
+            m = TOKEN.match(line, pos)
+            if not m:
+                raise ValueError(f"{name}:{n}: cannot parse at {line[pos:]!r}")
+            key, attr, op, value, comma = m.groups()
+            if op in ("==", "!=") and key not in MATCH_KEYS:
+                raise ValueError(f"{name}:{n}: {key} is not a match key")
+            if op not in ("==", "!=") and key not in ASSIGN_KEYS:
+                raise ValueError(f"{name}:{n}: {key} cannot be assigned")
+            if key in ("ATTRS", "ATTR", "ENV") and not attr:
+                raise ValueError(f"{name}:{n}: {key} needs {{attribute}}")
+            tokens.append((key, attr, op, value))
+            pos = m.end()
+            if comma == "" and pos < len(line):
+                raise ValueError(f"{name}:{n}: missing comma before {line[pos:]!r}")
+        rules.append((n, tokens))
+    labels = {v for _, t in rules for k, _, _, v in t if k == "LABEL"}
+    for n, t in rules:
+        for k, _, _, v in t:
+            if k == "GOTO" and v not in labels:
+                raise ValueError(f"{name}:{n}: GOTO to unknown label {v}")
+    return rules
+
+
+def glob_match(pattern, value):
+    """udev's patterns: *, ?, [...] and | between alternatives."""
+    if value is None:
+        return False
+    for alt in pattern.split("|"):
+        rx = ""
+        i = 0
+        while i < len(alt):
+            c = alt[i]
+            if c == "*":
+                rx += ".*"
+            elif c == "?":
+                rx += "."
+            elif c == "[":
+                j = alt.index("]", i)
+                rx += alt[i:j + 1]
+                i = j
+            else:
+                rx += re.escape(c)
+            i += 1
+        if re.fullmatch(rx, value):
+            return True
+    return False
+
+
+def evaluate(rules, dev):
+    """Runs the rules over dev = {action, subsystem, kernel, attrs (of a parent), env} and returns
+    (env, tags, group, mode) as udev would leave them."""
+    env, tags, group, mode = dict(dev.get("env", {})), set(), None, None
+    skip_to = None
+    for _, tokens in rules:
+        if skip_to is not None:
+            if ("LABEL", None, "=", skip_to) in tokens:
+                skip_to = None
+            continue
+        matched = True
+        for key, attr, op, value in tokens:
+            if op not in ("==", "!="):
+                continue
+            have = {"ACTION": dev.get("action"), "SUBSYSTEM": dev.get("subsystem"),
+                    "KERNEL": dev.get("kernel"), "ATTRS": dev.get("attrs", {}).get(attr),
+                    "ENV": env.get(attr)}.get(key)
+            ok = glob_match(value, have) if value != "" else not have
+            if op == "!=":
+                ok = not ok
+            if not ok:
+                matched = False
+                break
+        if not matched:
+            continue
+        for key, attr, op, value in tokens:
+            value = value.replace("%k", dev.get("kernel", ""))
+            if key == "ENV" and op in ("=", ":="):
+                env[attr] = value
+            elif key == "ENV" and op == "+=":
+                env[attr] = (env.get(attr, "") + " " + value).strip()
+            elif key == "TAG" and op in ("+=", "="):
+                tags.add(value)
+            elif key == "GROUP":
+                group = value
+            elif key == "MODE":
+                mode = value
+            elif key == "GOTO":
+                skip_to = value
+        if skip_to is not None and any(t == ("LABEL", None, "=", skip_to) for t in tokens):
+            skip_to = None
+    return env, tags, group, mode
+
+
+def wants(rules, dev):
+    env, tags, _, _ = evaluate(rules, dev)
+    units = env.get("SYSTEMD_WANTS", "").split()
+    if units and "systemd" not in tags:
+        raise AssertionError(f"{dev['kernel']}: SYSTEMD_WANTS without TAG systemd")
+    return units, env
+
+
+def tty(kernel, vid, pid, serial="0001", action="add"):
+    return {"action": action, "subsystem": "tty", "kernel": kernel,
+            "attrs": {"idVendor": vid, "idProduct": pid, "serial": serial}}
+
+
+def udev_parses(text):
+    """The real udev's parser on the rules: `udevadm verify` when there is one; otherwise
+    `udevadm test` on hw_random with the rules as the only ones in /etc/udev/rules.d, in a mount
+    namespace with private /dev and /run/udev (udevadm test applies modes to device nodes)."""
+    tmp = tempfile.mkdtemp(prefix="eb-udev-")
+    try:
+        rules_dir = os.path.join(tmp, "rules.d")
+        os.mkdir(rules_dir)
+        path = os.path.join(rules_dir, "60-entropy-broker.rules")
+        with open(path, "w") as f:
+            f.write(text)
+        v = run(["udevadm", "verify", "--help"])
+        if v.returncode == 0:
+            p = run(["udevadm", "verify", path])
+            return "verify", p.returncode == 0, (p.stdout + p.stderr).decode()
+        if os.geteuid() != 0 or shutil.which("unshare") is None:
+            return "none", None, "needs root and unshare for udevadm test"
+        if not os.path.exists("/sys/devices/virtual/misc/hw_random"):
+            return "none", None, "needs a hw_random device for udevadm test"
+        script = ("mount --bind \"$1\" /etc/udev/rules.d && mount -t tmpfs tmpfs /dev && "
+                  "mount -t tmpfs tmpfs /run && "
+                  "udevadm test --action=add /sys/devices/virtual/misc/hw_random")
+        p = run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
+                 rules_dir])
+        out = (p.stdout + p.stderr).decode()
+        problems = [l for l in out.splitlines() if "60-entropy-broker.rules:" in l and
+                    re.search(r"(?i)invalid|error|unknown|ignoring|failed", l) and
+                    "Unknown group 'eb-source'" not in l]
+        ok = p.returncode == 0 and "Reading rules file: /etc/udev/rules.d/60-entropy-broker.rules" in out and not problems
+        return "test", ok, out if not ok else "\n".join(l for l in out.splitlines() if l.startswith(("SYSTEMD_WANTS", "TAGS")))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test():
+    with open(RULES) as f:
+        text = f.read()
+    rules = parse(text, "60-entropy-broker.rules")
+    check(len(rules) >= 6, f"the rules parse ({len(rules)} rules)")
+
+    # The parser must be able to fail, or its silence proves nothing.
+    for bad, what in [('SUBSYSTEM=="tty" ATTRS{idVendor}=="04d8"', "a missing comma"),
+                      ('SUBSYSTEM=="tty", GOTO="nowhere"', "a GOTO to no label"),
+                      ('ATTRS=="04d8"', "a key without its attribute")]:
+        try:
+            parse(bad)
+            check(False, f"the parser catches {what}")
+        except ValueError:
+            check(True, f"the parser catches {what}")
+
+    how, ok, out = udev_parses(text)
+    if how == "none":
+        print(f"# real udev parser not run: {out}")
+    else:
+        check(ok, f"udevadm {how} accepts the rules: {out.strip()[-600:]}")
+        if how == "test":
+            check("SYSTEMD_WANTS=eb-source-stream@hwrng.service" in out,
+                  "udevadm test: the real hw_random device wants eb-source-stream@hwrng.service")
+            # And the check catches a broken file.
+            how, ok, out = udev_parses(text.replace('KERNEL=="hw_random",',
+                                                    'KERNEL=="hw_random" BOGUS{x}="1",'))
+            check(ok is False, "udevadm test catches a broken rule")
+
+    hwrng = {"action": "add", "subsystem": "misc", "kernel": "hw_random"}
+    units, env = wants(rules, hwrng)
+    check(units == ["eb-source-stream@hwrng.service"], f"/dev/hwrng wants {units}")
+    _, _, group, mode = evaluate(rules, hwrng)
+    check(group == "eb-source" and mode == "0640", "/dev/hwrng is readable by group eb-source")
+
+    known = {("04d8", "f5fe"): "truerng", ("16d0", "0aa0"): "truerng",
+             ("04d8", "ebb5"): "truerng", ("1d50", "6086"): "onerng"}
+    for i, ((vid, pid), kind) in enumerate(sorted(known.items())):
+        units, env = wants(rules, tty(f"ttyACM{i}", vid, pid))
+        check(units == [f"eb-source-stream@ttyACM{i}.service"],
+              f"{vid}:{pid} ({kind}) as ttyACM{i} wants {units}")
+        check(env.get("ID_MM_DEVICE_IGNORE") == "1", f"{vid}:{pid}: ModemManager ignores it")
+        check(env.get("EB_STREAM_TYPE") == kind, f"{vid}:{pid}: EB_STREAM_TYPE={kind}")
+        units, _ = wants(rules, tty(f"ttyACM{i}", vid, pid, action="remove"))
+        check(units == [], f"{vid}:{pid}: nothing is started on remove")
+
+    # Two of a kind: one instance each.
+    a, _ = wants(rules, tty("ttyACM0", "04d8", "f5fe", "A"))
+    b, _ = wants(rules, tty("ttyACM1", "04d8", "f5fe", "B"))
+    check(a != b and len(a) == len(b) == 1, f"two TrueRNGs get an instance each ({a}, {b})")
+
+    for vid, pid, what in [("0403", "6015", "FTDI's generic FT-X (Infinite Noise's ID)"),
+                           ("2341", "0043", "an Arduino"), ("1d50", "60c6", "a ChaosKey")]:
+        units, env = wants(rules, tty("ttyUSB0", vid, pid))
+        check(units == [] and "ID_MM_DEVICE_IGNORE" not in env,
+              f"{vid}:{pid} ({what}) is left alone")
+
+    # An admin pins an Infinite Noise by serial in a rule that sorts first.
+    pin = ('SUBSYSTEM=="tty", ATTRS{idVendor}=="0403", ATTRS{idProduct}=="6015", '
+           'ATTRS{serial}=="1234ABCD", ENV{EB_STREAM_TYPE}="infnoise"\n')
+    pinned = parse(pin + text, "59-local.rules + 60-entropy-broker.rules")
+    units, env = wants(pinned, tty("ttyUSB0", "0403", "6015", "1234ABCD"))
+    check(units == ["eb-source-stream@ttyUSB0.service"] and env.get("ID_MM_DEVICE_IGNORE") == "1",
+          f"a pinned Infinite Noise (serial 1234ABCD) wants {units}")
+    units, _ = wants(pinned, tty("ttyUSB1", "0403", "6015", "OTHER"))
+    check(units == [], "another 0403:6015 with a different serial is still left alone")
+
+
+main(test)
