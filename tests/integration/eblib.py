@@ -3,6 +3,7 @@
 and a raw protocol client for the unix socket (to send what our own clients never would)."""
 
 import json
+import re
 import os
 import secrets
 import shutil
@@ -102,7 +103,7 @@ class Broker:
             # systemd-socket-activate passes on only the variables it is told to.
             cmd = ["systemd-socket-activate", "-l", f"127.0.0.1:{self.port}", "-l", self.sock,
                    "--fdname=tcp:unix", "-E", f"EB_LOG_TARGET={env['EB_LOG_TARGET']}"]
-            for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "EB_LOG_LEVEL"):
+            for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "EB_LOG_LEVEL"):
                 if var in env:
                     cmd += ["-E", f"{var}={env[var]}"]
             cmd += [prog("eb-brokerd"), "-c", self.conf]
@@ -111,7 +112,9 @@ class Broker:
                    "-l", f"unix:{self.sock}"]
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=self.logf, env=env)
         deadline = time.time() + 10
-        while not os.path.exists(self.sock):
+        # Listening, not merely bound: the socket file exists a moment before listen(), and a
+        # probe connection would start a socket-activated broker early, so ask the kernel.
+        while not (unix_listening(self.sock) and tcp_listening(self.port)):
             if time.time() > deadline or self.proc.poll() is not None:
                 raise Failure("broker did not come up: " + self.read_log())
             time.sleep(0.02)
@@ -167,7 +170,36 @@ class Broker:
 
     def cleanup(self):
         self.stop(signal.SIGKILL)
+        # A sanitizer's report in the broker's log fails the test that ran it.
+        report = re.search(r"((ERROR|WARNING): (Address|Thread|Leak)Sanitizer|runtime error:).*",
+                           self.read_log())
         shutil.rmtree(self.tmp, ignore_errors=True)
+        if report:
+            raise Failure(f"the broker's log has a sanitizer report: {report.group(0)}")
+
+
+def unix_listening(path):
+    """Whether a unix stream socket at path is listening (/proc/net/unix, flag __SO_ACCEPTCON)."""
+    with open("/proc/net/unix") as f:
+        for line in f.readlines()[1:]:
+            parts = line.split()
+            if len(parts) >= 8 and parts[7] == path and int(parts[3], 16) & 0x10000:
+                return True
+    return False
+
+
+def tcp_listening(port):
+    """Whether 127.0.0.1:port (or any address) is in state LISTEN (/proc/net/tcp{,6})."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                for line in f.readlines()[1:]:
+                    parts = line.split()
+                    if int(parts[1].rsplit(":", 1)[1], 16) == port and parts[3] == "0A":
+                        return True
+        except FileNotFoundError:
+            pass
+    return False
 
 
 def write_key(path):
