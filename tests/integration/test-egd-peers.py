@@ -27,6 +27,14 @@ def counters(log):
     return dict(zip(keys, map(int, m.groups())))
 
 
+SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def fd_name(unit):
+    with open(os.path.join(SRC, "units", unit)) as f:
+        return re.search(r"^FileDescriptorName=(\S+)$", f.read(), re.M).group(1)
+
+
 class Sink:
     def __init__(self, b):
         need("systemd-socket-activate")
@@ -34,9 +42,11 @@ class Sink:
         self.port = free_port()
         self.log = os.path.join(b.tmp, "egd.log")
         self.logf = open(self.log, "wb")
+        # The fd names the units give.
+        names = fd_name("eb-sink-egd.socket") + ":" + fd_name("eb-sink-egd-tcp.socket")
         self.proc = subprocess.Popen(
             ["systemd-socket-activate", "-l", self.path, "-l", f"127.0.0.1:{self.port}",
-             "--fdname=egd-pool:egd-tcp", prog("eb-sink-egd"), "-v", "-b", b.unix],
+             f"--fdname={names}", prog("eb-sink-egd"), "-v", "-b", b.unix],
             stdout=self.logf, stderr=self.logf, env=dict(os.environ, EB_LOG_TARGET="console"))
         # The path appears at bind(), before listen(): up once a PID request is answered.
         deadline = time.time() + 10
