@@ -133,6 +133,10 @@ def test_stuck(b):
               and a.get("EB_HEALTH_COUNT") == "6" and a.get("EB_HEALTH_VALUE") == "0"
               and a.get("EB_SOURCE") == f"stream {fifo}" and a.get("PRIORITY") == "4",
               f"with its fields: {sorted((k, v) for k, v in a.items() if k.startswith(('EB_', 'PRIORITY')))}")
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "catalog",
+                               "entropy-broker.catalog")) as f:
+            check("-- 3c2022901111464f90e9aa4e20d64086\n" in f.read(),
+                  "the catalog explains its MESSAGE_ID")
         check("repetition-count test, cutoff 6, count 6" in a.get("MESSAGE", ""),
               f"and the one line names the test, cutoff and count: {a.get('MESSAGE')}")
         summary = " ".join(e.get("MESSAGE", "") for e in entries)
