@@ -9,13 +9,15 @@
 - while the broker says SLEEP a source reads nothing (bytes taken from a FIFO stop), and after WAKE
   it reads again;
 - eb-source-exec and eb-source-file are low-trust: capped credit by default, "(low trust)" in HELLO;
-  eb-source-exec exits as its command does."""
+  eb-source-exec exits as its command does;
+- eb-source-stream on a pseudo-terminal: raw mode, --baud, a OneRNG's start-up commands."""
 import fcntl
 import os
 import re
 import shutil
 import socket
 import subprocess
+import termios
 import threading
 import time
 
@@ -268,12 +270,51 @@ def test_exec(b):
     check(b.wait_log(f"file {path} (low trust)"), "HELLO reports the file as low trust")
 
 
+def test_tty(b):
+    """A pseudo-terminal stands in for a serial TRNG: raw mode and --baud are set on it, a
+    OneRNG's start-up commands arrive on the other side, and what is written there is sampled."""
+    master, slave = os.openpty()
+    path = os.ttyname(slave)
+    dump = os.path.join(b.tmp, "tty.raw")
+    src = subprocess.Popen([prog("eb-source-stream"), "-b", b.unix, "--type", "onerng",
+                            "--baud", "115200", "--samples", "8192", "--dump-raw", dump, path],
+                           stderr=subprocess.PIPE)
+    try:
+        got = b""
+        deadline = time.time() + 10
+        while len(got) < 15 and time.time() < deadline:
+            r, _, _ = __import__("select").select([master], [], [], 0.2)
+            if r:
+                got += os.read(master, 64)
+        check(got == b"cmd0\ncmdO\ncmdw\n", f"the OneRNG start-up commands arrive in order ({got!r})")
+        attrs = termios.tcgetattr(slave)
+        check(attrs[4] == termios.B115200 and attrs[5] == termios.B115200, "--baud 115200 is set")
+        check(not attrs[3] & (termios.ICANON | termios.ECHO | termios.ISIG)
+              and not attrs[0] & (termios.IXON | termios.ICRNL) and not attrs[1] & termios.OPOST,
+              "the line is raw: no echo, no line editing, no flow control, no translation")
+        time.sleep(0.3)  # past the flush of what came before the set-up
+        data = os.urandom(8192)
+        for i in range(0, len(data), 512):
+            os.write(master, data[i:i + 512])
+        err = src.communicate(timeout=30)[1].decode()
+        check(src.returncode == 0, f"eb-source-stream samples the tty and exits 0 ({err[-200:]})")
+        check("Moonbase Otago OneRNG (--type onerng)" in err, "as a OneRNG")
+        check(open(dump, "rb").read() == data, "and sampled exactly what the device sent")
+    finally:
+        if src.poll() is None:
+            src.kill()
+            src.wait()
+        os.close(master)
+        os.close(slave)
+
+
 def test():
     need("unshare")
     for name, t, capacity in [("stuck", test_stuck, 64 * 1024 * 1024),
                               ("recovery", test_recovery, 64 * 1024 * 1024),
                               ("dump", test_dump_raw, 64 * 1024 * 1024),
                               ("exec", test_exec, 64 * 1024 * 1024),
+                              ("tty", test_tty, 64 * 1024 * 1024),
                               ("sleep", test_sleep, 262144)]:
         b = Broker({"admin": {"role": "admin"},
                     "local": {"role": "source, sink", "unix-uid": 0, "key": False}},
