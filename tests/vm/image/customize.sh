@@ -17,7 +17,7 @@ kmod=$root/lib/modules/$kver/kernel
 # the scenarios need (virtio, USB host/gadget/serial, ALSA dummy/loopback, vivid, 9p, vsock,
 # virtio-net for the user-mode-network variant), then prove below that each needed module and
 # its dependencies survived.
-keep='^(arch|crypto|lib|sound/(core|drivers|usb)|drivers/(virtio|char|block/virtio_blk|usb|tty|hid|input|media/(v4l2-core|common|mc|test-drivers)|net/(virtio_net|net_failover))|fs/(ext4|jbd2|mbcache|9p|netfs|fscache|fuse)|net/(9p|vmw_vsock|core))(/|\.ko)'
+keep='^(arch|crypto|lib|sound/(core|drivers|usb)|drivers/(virtio|char|block/virtio_blk|usb|tty|hid|input|media/(v4l2-core|common|mc|test-drivers)|net/(virtio_net|net_failover))|fs/(ext4|jbd2|mbcache|9p|netfs|fscache|fuse|configfs)|net/(9p|vmw_vsock|core))(/|\.ko)'
 while IFS= read -r -d '' f; do
 	rel=${f#"$kmod"/}
 	[[ $rel =~ $keep ]] || rm -f "$f"
@@ -29,11 +29,14 @@ needed=(virtio_pci virtio_blk virtio_rng virtio_console ext4 crc32c_generic 9p 9
 	vsock vsock_loopback vmw_vsock_virtio_transport virtio_net snd-dummy snd-aloop vivid
 	dummy_hcd libcomposite usb_f_acm cdc_acm ftdi_sio xhci_pci)
 for m in "${needed[@]}"; do
-	chroot "$root" modprobe -S "$kver" --show-depends "$m" >/dev/null ||
-		{
-			echo "customize.sh: module $m (or a dependency) was pruned" >&2
+	# --show-depends succeeds even when a dependency's file is gone: check each file.
+	deps=$(chroot "$root" modprobe -S "$kver" --show-depends "$m") || deps="insmod /missing/$m"
+	while read -r kind path _; do
+		[[ $kind != insmod || -e $root$path ]] || {
+			echo "customize.sh: $path (needed by $m) was pruned" >&2
 			exit 1
 		}
+	done <<<"$deps"
 done
 
 # Identity: a fixed machine-id, so no boot is a "first boot" (ConditionFirstBoot, presets).

@@ -104,7 +104,9 @@ guest() {
 	local out rc=0
 	out=$(vm_exec "$@") || rc=$?
 	printf '%s\n' "$out"
-	((rc == 0)) || fail "guest command failed (rc=$rc): $* :: $(tail -n 3 <<<"$out" | tr '\n' ' ')"
+	local what=$*
+	what=${what%%$'\n'*}
+	((rc == 0)) || fail "guest command failed (rc=$rc): $what :: $(tail -n 3 <<<"$out" | tr '\n' ' ')"
 }
 
 # wait_guest SECONDS CONDITION: polls the guest-side shell CONDITION every 0.2 s; returns 1 on timeout.
@@ -128,4 +130,27 @@ status-interval-sec = 5
 role = source, sink, admin
 unix-uid = 0
 EOC" >/dev/null
+}
+
+# rules_mentioning WORD: the installed udev rules files that contain WORD (basenames).
+rules_mentioning() {
+	grep -l -- "$1" "$EB_VM_DESTDIR"/usr/lib/udev/rules.d/*.rules 2>/dev/null | xargs -r -n1 basename
+}
+
+# broker_up: the broker started fresh with the test configuration, socket enabled. Prints the
+# new instance's invocation ID, which selects its journal entries (_SYSTEMD_INVOCATION_ID=).
+broker_up() {
+	broker_test_config
+	guest 'systemctl stop eb-brokerd.service; systemctl reset-failed eb-brokerd.service 2>/dev/null
+		systemctl enable --now eb-brokerd.socket && systemctl start eb-brokerd.service' >/dev/null
+	wait_guest 30 'systemctl is-active eb-brokerd.service' >/dev/null || fail "eb-brokerd.service did not start"
+	guest 'systemctl show -P InvocationID eb-brokerd.service'
+}
+
+# pool_bits_max INVOCATION_ID [FIELD]: the largest EB_POOL_BITS= (or FIELD) that broker instance
+# logged, 0 if none.
+pool_bits_max() {
+	local f=${2:-EB_POOL_BITS}
+	vm_exec "journalctl _SYSTEMD_INVOCATION_ID=$1 -o json --no-pager |
+		jq -r 'select(.$f != null) | .$f' | sort -n | tail -n 1 | grep . || echo 0"
 }

@@ -34,7 +34,7 @@ vm_start() {
 		esac
 	done
 	mkdir -p "$dir/share"
-	rm -f "$dir"/{mon.sock,agent.sock,qemu.pid,serial.log}
+	rm -f "$dir"/{mon.sock,agent.sock,agent.lost,qemu.pid,serial.log}
 	local accel=(-accel "tcg,tb-size=128")
 	[[ ${EB_VM_ACCEL:-tcg} == kvm ]] && accel=(-accel kvm)
 	qemu-system-x86_64 -machine pc "${accel[@]}" -cpu "$cpu" -m "${EB_VM_MEM:-512}" -smp 2 \
@@ -96,6 +96,9 @@ vm_exec() {
 		limit=$2
 		shift 2
 	fi
+	# Once the agent has stopped answering, the guest is lost: fail fast instead of waiting
+	# out every later command (tests/vm/run reboots the shared guest after such a scenario).
+	[[ -e $EB_VM_DIR/agent.lost ]] && return 255
 	_vm_agent_open || return 255
 	local id="$BASHPID.$RANDOM.$SECONDS" line buf="" rest rc
 	local deadline=$((SECONDS + limit + 15))
@@ -114,6 +117,7 @@ vm_exec() {
 		buf+=$line
 		if ((SECONDS > deadline)) || ! vm_running "$EB_VM_DIR"; then
 			_vm_agent_close
+			: >"$EB_VM_DIR/agent.lost"
 			echo "vm_exec: no answer from the guest agent for: $*" >&2
 			return 255
 		fi
