@@ -62,10 +62,15 @@ mkdir -p "$root/etc/systemd/system/serial-getty@ttyS0.service.d"
 install -m 0644 "$guest/autologin.conf" "$root/etc/systemd/system/serial-getty@ttyS0.service.d/"
 
 # Nothing that waits for a network or a timer the tests do not need.
-for u in getty-static.service systemd-networkd-wait-online.service apt-daily.timer \
+for u in getty-static.service apt-daily.timer \
 	apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer man-db.timer; do
 	ln -sf /dev/null "$root/etc/systemd/system/$u"
 done
+
+# A network only for scenarios that ask for one (boot-seed's user-mode-network variant passes
+# systemd.wants=systemd-networkd.service): networkd stays disabled otherwise.
+mkdir -p "$root/etc/systemd/network"
+printf '[Match]\nName=en* eth*\n\n[Network]\nDHCP=ipv4\n' >"$root/etc/systemd/network/20-eb-vm.network"
 
 # The command agent.
 install -m 0755 "$guest/eb-agent" "$root/usr/local/sbin/eb-agent"

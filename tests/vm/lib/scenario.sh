@@ -24,7 +24,7 @@ _eb_scenario_exit() {
 	_vm_agent_close
 	for d in "${_EB_OWN_VMS[@]}"; do vm_stop "$d"; done
 }
-trap _eb_scenario_exit EXIT
+trap _eb_scenario_exit EXIT # replaced below once host helpers exist
 
 # Guest commands whose output helps explain a failure; run (once) when the scenario fails.
 _EB_DIAG=()
@@ -117,19 +117,21 @@ wait_guest() {
 		((SECONDS < end)) || exit 1; sleep 0.2; done"
 }
 
-# broker_test_config: writes the guest broker's configuration for the scenarios (root over
-# unix: may donate, draw and ask; status every 5 s so the journal fills quickly). It takes
-# effect at the broker's next start.
+# broker_test_config: writes the guest broker's configuration for the scenarios: root over unix:
+# may donate, draw and ask, and so may the project's own system users (eb-source*, entropy-egd
+# ...: whatever sysusers.d created), each in the role its name says. Status every 5 s so the
+# journal fills quickly. It takes effect at the broker's next start.
 broker_test_config() {
-	guest "mkdir -p /etc/entropy-broker && cat >/etc/entropy-broker/eb-brokerd.conf <<'EOC'
-; written by tests/vm (scenario $EB_VM_SCENARIO)
-[broker]
-status-interval-sec = 5
-
-[user root]
-role = source, sink, admin
-unix-uid = 0
-EOC" >/dev/null
+	guest "mkdir -p /etc/entropy-broker
+		{ printf '; written by tests/vm (scenario %s)\\n[broker]\\nstatus-interval-sec = 5\\n' '$EB_VM_SCENARIO'
+		  printf '\\n[user root]\\nrole = source, sink, admin\\nunix-uid = 0\\n'
+		  getent passwd | cut -d: -f1 | grep -E '^(eb-|entropy-)' | grep -vx entropy-broker |
+		  while read -r u; do
+			case \$u in *source*) r=source ;; *sink*|*egd*|*seed*) r=sink ;; *) r='source, sink' ;; esac
+			printf '\\n[user %s]\\nrole = %s\\nunix-uid = %s\\n' \"\$u\" \"\$r\" \"\$u\"
+		  done
+		} >/etc/entropy-broker/eb-brokerd.conf
+		cat /etc/entropy-broker/eb-brokerd.conf" >/dev/null
 }
 
 # rules_mentioning WORD: the installed udev rules files that contain WORD (basenames).
@@ -153,4 +155,59 @@ pool_bits_max() {
 	local f=${2:-EB_POOL_BITS}
 	vm_exec "journalctl _SYSTEMD_INVOCATION_ID=$1 -o json --no-pager |
 		jq -r 'select(.$f != null) | .$f' | sort -n | tail -n 1 | grep . || echo 0"
+}
+
+# host_broker DIR [LISTEN-URI]: runs the installed eb-brokerd on the host (same Debian 12 as the
+# guest, so the binary runs here) with its config, socket and log in DIR; root over unix: may do
+# everything, plus whatever "[user]" sections DIR/users.conf holds. Stopped when the scenario
+# exits. Sets HOST_BROKER=unix:DIR/broker.sock.
+_EB_HOST_PIDS=()
+host_broker() {
+	local dir=$1 listen=${2:-}
+	mkdir -p "$dir"
+	{
+		printf '[broker]\nstatus-interval-sec = 5\nseed-file =\n\n[user root]\nrole = source, sink, admin\nunix-uid = 0\n'
+		[[ -f $dir/users.conf ]] && cat "$dir/users.conf"
+	} >"$dir/eb-brokerd.conf"
+	local args=(-c "$dir/eb-brokerd.conf" -l "unix:$dir/broker.sock")
+	[[ -n $listen ]] && args+=(-l "$listen")
+	EB_LOG_TARGET=stderr "$EB_VM_DESTDIR/usr/sbin/eb-brokerd" "${args[@]}" >"$dir/broker.log" 2>&1 &
+	_EB_HOST_PIDS+=($!)
+	# shellcheck disable=SC2034 # used by the scenarios
+	HOST_BROKER=unix:$dir/broker.sock
+	local i
+	for ((i = 0; i < 50; i++)); do
+		[[ -S $dir/broker.sock ]] && return 0
+		sleep 0.1
+	done
+	fail "the host broker did not start: $(tail -n 3 "$dir/broker.log" | tr '\n' ' ')"
+}
+
+# host_program NAME: the installed program's path on the host (inside the install tree).
+host_program() { printf '%s%s\n' "$EB_VM_DESTDIR" "$(program "$1")"; }
+
+_eb_host_exit() {
+	local p
+	for p in "${_EB_HOST_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${_EB_HOST_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap '_eb_scenario_exit; _eb_host_exit' EXIT
+
+# own_vm DIR [vm_boot options]: boots a guest of the scenario's own, stopped when it exits.
+own_vm() {
+	_EB_OWN_VMS+=("$1")
+	vm_boot "$@" || fail "the guest in $1 did not boot (see $1/serial.log)"
+}
+
+# image_with IMAGE FILE GUESTPATH...: copies the per-run root image to IMAGE and writes each
+# host FILE to GUESTPATH in it (debugfs; makes the last directory level when missing).
+image_with() {
+	local img=$1
+	shift
+	cp --sparse=always "$EB_VM_ROOTIMG" "$img"
+	while (($# >= 2)); do
+		debugfs -w -R "mkdir ${2%/*}" "$img" >/dev/null 2>&1 || true
+		debugfs -w -R "write $1 $2" "$img" >/dev/null 2>&1 || fail "debugfs could not write $2"
+		shift 2
+	done
 }

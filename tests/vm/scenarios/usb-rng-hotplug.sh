@@ -61,7 +61,7 @@ cleanup_gadgets() {
 	gadget 0 off || true
 	gadget 1 off || true
 }
-trap 'cleanup_gadgets; _eb_scenario_exit' EXIT
+trap 'cleanup_gadgets; _eb_scenario_exit; _eb_host_exit' EXIT
 
 # tty_of N: the host-side tty (ttyACMx) of fake device N, found by its serial number.
 tty_of() {
