@@ -40,6 +40,7 @@ struct egd_refill {
 	uint32_t donate_claim; /* bits claimed for what donations holds */
 	enum donate_state donate;
 	bool stop;
+	bool filling; /* refilling, from below the low water mark until full */
 	struct egd_refill_stats stats;
 	size_t low_water;
 
@@ -245,7 +246,15 @@ static void *refill_thread(void *userdata)
 
 	pthread_mutex_lock(&r->lock);
 	while (!r->stop) {
-		bool want_data = egd_buffer_level(r->buf) < r->low_water;
+		bool want_data;
+
+		/* Below the low water mark a refill starts, and it goes on until the buffer is
+		 * full: a GET brings at most EB_DATA_MAX bytes, a buffer may hold more. */
+		if (egd_buffer_level(r->buf) < r->low_water)
+			r->filling = true;
+		else if (egd_buffer_space(r->buf) < 8)
+			r->filling = false;
+		want_data = r->filling;
 		bool want_donate = r->donate != DONATE_NO && egd_buffer_level(r->donations) > 0;
 
 		if (!want_data && !want_donate) {

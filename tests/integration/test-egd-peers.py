@@ -61,6 +61,7 @@ class Sink:
             except OSError:
                 pass
             if time.time() > deadline or self.proc.poll() is not None:
+                self.stop()
                 raise Failure("eb-sink-egd did not come up")
             time.sleep(0.02)
 
@@ -158,8 +159,10 @@ def test():
         check(p.returncode == 0, "the broker is filled")
 
         sink = Sink(b)
-        ran_ekeyd = ekeyd(b, sink)
-        rc, log = sink.stop()
+        try:
+            ran_ekeyd = ekeyd(b, sink)
+        finally:
+            rc, log = sink.stop()
         check(rc == 0, "eb-sink-egd exits 0")
         c = counters(log)
         check(c is not None, "it logs its counters")
@@ -175,8 +178,10 @@ def test():
         p = donate(b, "alice", noise)
         check(p.returncode == 0, "the broker is filled again")
         sink = Sink(b)
-        got = eb_server_egd(b, sink)
-        rc, log = sink.stop()
+        try:
+            got = eb_server_egd(b, sink)
+        finally:
+            rc, log = sink.stop()
         check(rc == 0, "eb-sink-egd exits 0")
         c = counters(log)
         if got:

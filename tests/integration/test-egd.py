@@ -107,6 +107,7 @@ class Sink:
             except (OSError, Failure):
                 pass
             if time.time() > deadline or self.proc.poll() is not None:
+                self.stop()
                 raise Failure("eb-sink-egd did not come up: " + self.read_log())
             time.sleep(0.02)
 
@@ -325,6 +326,21 @@ def test_donate(b):
           "the sink logs 200 bytes of writes donated")
 
 
+def test_big_buffer(b):
+    """A buffer larger than one GET (64 KiB) is filled all the way, not just above the low water
+    mark."""
+    p = donate(b, "alice", noise(b, "noise4", 512 * 1024))
+    check(p.returncode == 0, "the fourth broker is filled")
+    sink = Sink(b, "egd-big", ["--buffer-size", "300000", "--low-water", "10"])
+    try:
+        check(sink.wait_level(300000 * 8, timeout=20), "a 300000 byte buffer fills to the brim")
+        with connect(sink.path) as s:
+            got = b"".join(read_block(s, 255) for _ in range(40))
+            check(len(got) == 40 * 255, "and serves from it")
+    finally:
+        sink.stop()
+
+
 def test():
     # uid 0 reaches the broker over unix as "local": a sink only, then a sink that may donate.
     b = Broker({"alice": {"role": "source", "max-credit-per-byte": 8},
@@ -349,6 +365,13 @@ def test():
         p = donate(b, "alice", noise(b, "noise3", 16 * 1024))
         check(p.returncode == 0, "the third broker is filled")
         test_donate(b)
+    finally:
+        b.cleanup()
+    b = Broker({"alice": {"role": "source", "max-credit-per-byte": 8},
+                "local": {"role": "sink", "unix-uid": 0, "key": False}},
+               capacity=8 * 1048576).start()
+    try:
+        test_big_buffer(b)
     finally:
         b.cleanup()
 
