@@ -94,8 +94,10 @@ static int load_config(struct eb_conf **ret)
 	if (r < 0)
 		return log_error_errno(r, "%s", error ? error : "Failed to load the configuration");
 	r = eb_conf_load_keys(*ret, &error);
-	if (r < 0)
+	if (r < 0) {
+		*ret = eb_conf_free(*ret); /* wipes the keys loaded before the one that failed */
 		return log_error_errno(r, "%s", error ? error : "Failed to load the keys");
+	}
 	return 0;
 }
 
