@@ -234,6 +234,7 @@ int main(int argc, char *argv[])
 	if (n < 1000) {
 		fprintf(stderr, "min-entropy: %s: %zu samples; need at least 1000\n", argv[optind],
 		        n);
+		free(s);
 		return 1;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -244,13 +245,16 @@ int main(int argc, char *argv[])
 		bits = seen_bits;
 	else if (seen_bits > bits) {
 		fprintf(stderr, "min-entropy: samples are wider than %u bits\n", bits);
+		free(s);
 		return 1;
 	}
 
 	nb = n * bits;
 	b = malloc(nb);
-	if (!b)
+	if (!b) {
+		free(s);
 		return 1;
+	}
 	for (size_t i = 0; i < n; i++)
 		for (unsigned k = 0; k < bits; k++)
 			b[i * bits + k] = (uint8_t)((s[i] >> (bits - 1 - k)) & 1);
