@@ -4,7 +4,8 @@
 #   A  a boot without any seeder: time to "random: crng init done";
 #   B  the network variant: eb-seed.service, its key and user passed as systemd credentials by
 #      QEMU (SMBIOS type 11), the broker on the host reached through user-mode networking
-#      (guestfwd to a host TCP port, no real network): the kernel is credited by
+#      (guestfwd runs "socat - TCP:127.0.0.1:PORT" per connection; a plain chardev target
+#      would be one connection made at QEMU start), no real network: the kernel is credited by
 #      eb-sink-kernel, and crng init comes no later than in A;
 #   C  vsock inside one guest (vsock_loopback): eb-sink-kernel --oneshot against a broker
 #      listening on vsock in the same guest;
@@ -48,7 +49,7 @@ printf 'EB_BROKER=tcp://10.0.2.100:55225\nEB_USER=vm1\n' >"$d/eb-seed.env"
 image_with "$d/seed.img" "$d/eb-seed.env" /etc/entropy-broker/eb-seed.env
 EB_VM_ROOTIMG=$d/seed.img own_vm "$d/b" --cpu qemu64 \
 	--append "systemd.wants=systemd-networkd.service systemd.wants=systemd-networkd-wait-online.service systemd.wants=eb-seed.service systemd.mask=eb-seed-vsock.service" \
-	-- -netdev "user,id=n0,restrict=on,guestfwd=tcp:10.0.2.100:55225-tcp:127.0.0.1:$port" \
+	-- -netdev "user,id=n0,restrict=on,guestfwd=tcp:10.0.2.100:55225-cmd:socat - TCP:127.0.0.1:$port" \
 	-device virtio-net-pci,netdev=n0 \
 	-smbios "type=11,value=io.systemd.credential:eb.key=$key" \
 	-smbios "type=11,value=io.systemd.credential:eb.user=vm1"
@@ -59,6 +60,8 @@ tb=$(crng_time)
 guest 'journalctl -b --no-pager -o short-monotonic -u eb-seed.service | tail -n 5'
 vm_stop "$d/b"
 report "crng init done: ${ta} s without a seeder (A), ${tb:-never} s with eb-seed.service over user-mode networking (B)"
+# The seeder's own log says whether it credited a kernel still waiting ("already initialised"
+# otherwise): the times are reported, and B must at least not be later than A.
 awk -v a="$ta" -v b="${tb:-9999}" 'BEGIN { exit !(b <= a + 1) }' ||
 	fail "crng init came later with the seeder (${tb} s) than without (${ta} s)"
 
@@ -66,9 +69,14 @@ step "C: vsock inside the guest (vsock_loopback)"
 own_vm "$d/c" --cpu qemu64 --append "systemd.mask=eb-seed.service systemd.mask=eb-seed-vsock.service"
 broker_test_config
 if installed lib/systemd/system/eb-brokerd-vsock.socket; then
-	guest 'modprobe vsock_loopback && systemctl start eb-brokerd.socket eb-brokerd-vsock.socket && systemctl is-active eb-brokerd-vsock.socket'
+	# vsock carries TLS: the sink needs a user and its key, as a guest would get from its host.
+	guest "mkdir -p /etc/entropy-broker/keys
+		head -c 32 /dev/urandom | od -An -tx1 -v | tr -d ' \n' >/etc/entropy-broker/keys/vm1.key
+		chmod 0640 /etc/entropy-broker/keys/vm1.key; chgrp entropy-broker /etc/entropy-broker/keys/vm1.key 2>/dev/null
+		printf '\n[user vm1]\nrole = sink\nkey-file = /etc/entropy-broker/keys/vm1.key\n' >>/etc/entropy-broker/eb-brokerd.conf"
+	guest 'modprobe vsock_loopback && systemctl restart eb-brokerd.socket eb-brokerd-vsock.socket && systemctl is-active eb-brokerd-vsock.socket'
 	guest "head -c 65536 /dev/urandom | $(program eb-source-file) -b unix:/run/entropy-broker/broker.sock --credit-per-byte 8 -" >/dev/null
-	out=$(vm_exec "$sink --oneshot --timeout=30 --broker=vsock://1:55225") ||
+	out=$(vm_exec "$sink --oneshot --timeout=30 --broker=vsock://1:55225 --user vm1 --key-file /etc/entropy-broker/keys/vm1.key") ||
 		fail "eb-sink-kernel over vsock loopback failed: $out"
 	echo "$out"
 	report "vsock loopback: eb-sink-kernel --oneshot --broker=vsock://1:55225 succeeded"
