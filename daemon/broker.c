@@ -11,7 +11,6 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
-#include "conditioner.h"
 #include "conn.h"
 #include "log.h"
 #include "pool.h"
@@ -378,11 +377,7 @@ int broker_new(struct eb_conf *conf, struct broker **ret)
 	if (r < 0)
 		return log_error_errno(r, "Failed to set up timers: %m");
 
-	/* The seed goes in before the worker exists: the pool takes one adding thread at a time. */
 	load_seed(b);
-	r = conditioner_new(b, &b->conditioner);
-	if (r < 0)
-		return log_error_errno(r, "Failed to start the conditioning thread: %m");
 	*ret = TAKE_PTR(b);
 	return 0;
 }
@@ -391,7 +386,6 @@ struct broker *broker_free(struct broker *b)
 {
 	if (!b)
 		return NULL;
-	b->conditioner = conditioner_free(b->conditioner);
 	while (b->sessions)
 		session_free(b->sessions);
 	listeners_free(b);
@@ -436,8 +430,6 @@ int broker_run(struct broker *b)
 			(void)session_send(s, &m);
 			(void)eb_conn_write(s->conn, s->wbuf + s->wstart, s->wend - s->wstart);
 		}
-	/* Donations still with the worker are credited before the pool is saved. */
-	b->conditioner = conditioner_free(b->conditioner);
 	log_pool(b, LOG_INFO, MSGID_STOP, "Broker stopping");
 	save_seed(b, true);
 	return 0;

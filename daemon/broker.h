@@ -14,7 +14,6 @@ struct ssl_ctx_st;
 struct eb_pool;
 struct session;
 struct listener;
-struct conditioner;
 
 /* Where the pool level stands, for SLEEP/WAKE and for the journal. */
 enum pool_zone {
@@ -36,7 +35,6 @@ struct broker {
 	sd_event *event;
 	struct eb_conf *conf;
 	struct eb_pool *pool;
-	struct conditioner *conditioner; /* conditions donations on a worker thread */
 	struct ssl_ctx_st *tls;
 	struct user_state *users; /* parallel to conf->users */
 

@@ -14,7 +14,6 @@
 #include <systemd/sd-event.h>
 
 #include "broker.h"
-#include "conditioner.h"
 #include "conn.h"
 #include "log.h"
 #include "pool.h"
@@ -113,7 +112,7 @@ static void session_update_events(struct session *s)
 	/* Bytes that TLS already decrypted, or whole frames we stopped parsing for lack of
 	 * output room, do not make the fd readable again: come back for them soon. */
 	readable_buffered = s->state != SESSION_CLOSING && !s->get_pending &&
-	                    !s->waits_conditioner && session_has_room(s, EB_FRAME_MAX) &&
+	                    session_has_room(s, EB_FRAME_MAX) &&
 	                    (eb_conn_pending(s->conn) || has_whole_frame(s));
 	if (readable_buffered)
 		(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
@@ -194,8 +193,6 @@ void session_free(struct session *s)
 		return;
 	b = s->broker;
 	scheduler_dequeue(b, s);
-	if (b->conditioner)
-		conditioner_forget(b->conditioner, s);
 	if (s->state == SESSION_READY)
 		count_roles(s, -1);
 	if (s->prev)
@@ -374,7 +371,8 @@ static bool put_looks_stuck(struct session *s, const struct eb_msg_put *p)
 static void handle_put(struct session *s, const struct eb_msg_put *p)
 {
 	const struct eb_user *u = session_user(s);
-	uint64_t claim = p->credit_bits;
+	uint64_t claim = p->credit_bits, credited = 0;
+	struct eb_msg m = {.type = EB_MSG_PUT_ACK};
 	int r;
 
 	claim = MIN(claim, (uint64_t)p->len * u->max_credit_per_byte);
@@ -385,35 +383,17 @@ static void handle_put(struct session *s, const struct eb_msg_put *p)
 		s->stuck_logged = true;
 		claim = 0;
 	}
-	/* The worker conditions it; PUT_ACK leaves when it is done (session_donation_done()).
-	 * process_frames() made sure there is a slot. */
-	r = conditioner_submit(s->broker->conditioner, s, p->data, p->len, claim);
+	r = eb_pool_add(s->broker->pool, p->data, p->len, claim, &credited);
 	if (r < 0) {
-		log_error_errno(r, "Failed to queue a donation from %s: %m", s->peer);
+		log_error_errno(r, "Failed to add to the pool: %m");
 		return refuse(s, EB_ERR_INTERNAL, "pool failure");
 	}
-}
-
-void session_donation_done(struct session *s, int result, uint64_t credited, uint32_t len)
-{
-	struct eb_msg m = {.type = EB_MSG_PUT_ACK};
-
-	s->donations--;
-	if (result < 0) {
-		refuse(s, EB_ERR_INTERNAL, "pool failure");
-	} else if (s->state == SESSION_READY) {
-		s->bits_in += credited;
-		m.put_ack.credited_bits = (uint32_t)credited;
-		m.put_ack.accepted_bytes = len;
-		(void)session_send(s, &m);
-	}
-	session_wake(s);
-}
-
-void session_wake(struct session *s)
-{
-	s->waits_conditioner = false;
-	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+	s->bits_in += credited;
+	s->broker->bits_in += credited;
+	m.put_ack.credited_bits = (uint32_t)credited;
+	m.put_ack.accepted_bytes = p->len;
+	(void)session_send(s, &m);
+	broker_pool_changed(s->broker);
 }
 
 static void handle_get(struct session *s, const struct eb_msg_get *g)
@@ -580,13 +560,6 @@ static bool process_frames(struct session *s)
 			refuse(s, r == -EMSGSIZE ? EB_ERR_TOO_LARGE : EB_ERR_PROTOCOL,
 			       "malformed frame");
 			return true;
-		}
-		/* A donation needs a slot with the conditioner; without one the frame waits in
-		 * rbuf and the session is woken when a slot frees up. */
-		if (f.type == EB_MSG_PUT && s->state == SESSION_READY &&
-		    !conditioner_has_room(s->broker->conditioner, s)) {
-			s->waits_conditioner = true;
-			break;
 		}
 		handle_frame(s, &f);
 		/* PUT data has been conditioned into the pool: wipe our copy of it. */

@@ -53,9 +53,7 @@ struct session {
 	struct eb_msg_get get;
 	uint64_t get_seq, get_since_usec;
 
-	bool asleep;            /* SLEEP sent, WAKE not yet */
-	unsigned donations;     /* PUTs with the conditioner, not yet acknowledged */
-	bool waits_conditioner; /* a PUT waits in rbuf for a conditioner slot */
+	bool asleep; /* SLEEP sent, WAKE not yet */
 	uint8_t last_put[32];
 	bool have_last_put;
 	bool stuck_logged;
@@ -71,11 +69,6 @@ void session_free(struct session *s);
 int session_send(struct session *s, const struct eb_msg *m);
 bool session_has_room(const struct session *s, size_t bytes);
 void session_pump(struct session *s);
-
-/* The conditioner finished a donation of this session: acknowledge it and read on. */
-void session_donation_done(struct session *s, int result, uint64_t credited, uint32_t len);
-/* Has the session look at its buffers again from the event loop. */
-void session_wake(struct session *s);
 
 /* Tries to answer the pending GET; returns true when it was answered (DATA, QUOTA, EMPTY). */
 bool session_serve_get(struct session *s, bool final);

@@ -5,7 +5,6 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -31,18 +30,10 @@
 #define DRBG_CHUNK    (64 * 1024)
 #define TAKE_FULL_MAX DRBG_CHUNK
 #define DRBG_STRENGTH 256
-/* eb_pool_add() conditions at most this much input per round, so that the blocks one round
- * emits always fit the staging area: 8 * ADD_CHUNK / BLOCK_CREDIT + 1 < STAGE_BLOCKS. */
-#define ADD_CHUNK    (64 * 1024)
-#define STAGE_BLOCKS 1024
-#define CAPACITY_MIN 4096
-#define CAPACITY_MAX (UINT64_C(1) << 31)
+#define CAPACITY_MIN  4096
+#define CAPACITY_MAX  (UINT64_C(1) << 31)
 
 struct eb_pool {
-	/* Guards the ring (head, held), the spill digest and mix, and both DRBGs. The accumulator,
-	 * acc_credit and the staging area belong to the one thread that adds, which hashes
-	 * without the lock and takes it only to move finished blocks into the ring. */
-	pthread_mutex_t lock;
 	EVP_MD *sha512;
 	EVP_MD_CTX *acc;   /* conditioning accumulator: credited input only */
 	EVP_MD_CTX *spill; /* uncredited input, digested into mix for the DRBGs */
@@ -54,8 +45,6 @@ struct eb_pool {
 	uint32_t head;    /* oldest block held */
 	uint32_t held;    /* blocks held; the level is held * BLOCK_BITS */
 	uint32_t acc_credit;
-	uint8_t *stage; /* STAGE_BLOCKS conditioned blocks not yet in the ring */
-	uint32_t staged;
 
 	bool spill_dirty;
 	bool mix_xor, mix_drbg; /* mix not yet given to that DRBG */
@@ -121,7 +110,7 @@ int eb_pool_new(uint64_t capacity_bits, struct eb_pool **ret, bool *ret_locked)
 	    capacity_bits % BLOCK_BITS != 0)
 		return -EINVAL;
 
-	size = sizeof(struct eb_pool) + (size_t)(capacity_bits / 8) + STAGE_BLOCKS * BLOCK_BYTES;
+	size = sizeof(struct eb_pool) + (size_t)(capacity_bits / 8);
 	size = (size + page - 1) / page * page;
 
 	/* A mapping of its own rather than malloc(): it can be locked and kept out of core dumps
@@ -136,11 +125,6 @@ int eb_pool_new(uint64_t capacity_bits, struct eb_pool **ret, bool *ret_locked)
 
 	pool->map_size = size;
 	pool->nblocks = (uint32_t)(capacity_bits / BLOCK_BITS);
-	pool->stage = pool->ring + (size_t)pool->nblocks * BLOCK_BYTES;
-	if (pthread_mutex_init(&pool->lock, NULL) != 0) {
-		(void)munmap(pool, size);
-		return -ENOMEM;
-	}
 
 	r = -ENOMEM;
 	pool->sha512 = EVP_MD_fetch(NULL, "SHA512", NULL);
@@ -187,8 +171,6 @@ struct eb_pool *eb_pool_free(struct eb_pool *pool)
 	/* Consumed blocks were wiped when they were spent; only those still held remain. The
 	 * OpenSSL contexts wipe their own state when freed. */
 	consume(pool, pool->held);
-	OPENSSL_cleanse(pool->stage, (size_t)STAGE_BLOCKS * BLOCK_BYTES);
-	(void)pthread_mutex_destroy(&pool->lock);
 	EVP_MD_CTX_free(pool->acc);
 	EVP_MD_CTX_free(pool->spill);
 	EVP_MD_free(pool->sha512);
@@ -228,14 +210,14 @@ static int emit_block(struct eb_pool *pool)
 	uint8_t *slot;
 	unsigned n = 0;
 
-	assert(pool->staged < STAGE_BLOCKS);
-	slot = pool->stage + (size_t)pool->staged * BLOCK_BYTES;
+	assert(pool->held < pool->nblocks);
+	slot = block_at(pool, pool->held);
 	if (EVP_DigestFinal_ex(pool->acc, slot, &n) != 1 || n != BLOCK_BYTES ||
 	    EVP_DigestInit_ex2(pool->acc, NULL, NULL) != 1) {
 		OPENSSL_cleanse(slot, BLOCK_BYTES);
 		return -EIO;
 	}
-	pool->staged++;
+	pool->held++;
 	/* Whatever credit the last segment carried beyond BLOCK_CREDIT is dropped: its bytes are
 	 * inside this block now, and credit must never outlive the data that earned it. */
 	pool->acc_credit = 0;
@@ -275,27 +257,11 @@ static int condition(struct eb_pool *pool, const uint8_t *data, size_t len, uint
 	return 0;
 }
 
-/* Moves what the last round conditioned into the ring: the one step of an add that holds the
- * lock. The room was reserved when the add began and takes only ever make more. */
-static void commit_staged(struct eb_pool *pool)
-{
-	pthread_mutex_lock(&pool->lock);
-	assert(pool->held + pool->staged <= pool->nblocks);
-	for (uint32_t i = 0; i < pool->staged; i++)
-		memcpy(block_at(pool, pool->held + i), pool->stage + (size_t)i * BLOCK_BYTES,
-		       BLOCK_BYTES);
-	pool->held += pool->staged;
-	pthread_mutex_unlock(&pool->lock);
-	OPENSSL_cleanse(pool->stage, (size_t)pool->staged * BLOCK_BYTES);
-	pool->staged = 0;
-}
-
 int eb_pool_add(struct eb_pool *pool, const void *data, size_t len, uint64_t credit_bits,
                 uint64_t *ret_credited)
 {
-	const uint8_t *in = data;
 	uint64_t room, credit = credit_bits;
-	int r = 0;
+	int r;
 
 	assert(pool);
 	assert(data || len == 0);
@@ -305,9 +271,7 @@ int eb_pool_add(struct eb_pool *pool, const void *data, size_t len, uint64_t cre
 	/* Room counted in input credit: every free slot takes BLOCK_CREDIT, less what the
 	 * accumulator already holds. acc_credit never exceeds that (it is 0 when the ring is
 	 * full), because each add is bounded by the room. */
-	pthread_mutex_lock(&pool->lock);
 	room = (uint64_t)(pool->nblocks - pool->held) * BLOCK_CREDIT;
-	pthread_mutex_unlock(&pool->lock);
 	room = room > pool->acc_credit ? room - pool->acc_credit : 0;
 	credit = MIN(credit, room);
 
@@ -316,27 +280,13 @@ int eb_pool_add(struct eb_pool *pool, const void *data, size_t len, uint64_t cre
 	} else if (credit == 0) {
 		/* Uncredited input never enters the accumulator: the blocks' accounting stays
 		 * simple, and the data still counts for something as DRBG additional input. */
-		pthread_mutex_lock(&pool->lock);
 		if (EVP_DigestUpdate(pool->spill, data, len) != 1)
-			r = -EIO;
-		else
-			pool->spill_dirty = true;
-		pthread_mutex_unlock(&pool->lock);
+			return -EIO;
+		pool->spill_dirty = true;
+	} else {
+		r = condition(pool, data, len, credit);
 		if (r < 0)
 			return r;
-	} else {
-		/* Rounds of ADD_CHUNK bytes, each with its share F(end) - F(start) of the credit,
-		 * so that the staging area is never outgrown and no round creates credit. */
-		for (size_t pos = 0; pos < len; pos += ADD_CHUNK) {
-			size_t end = MIN(len, pos + ADD_CHUNK);
-			uint64_t share =
-			    credit_prefix(end, credit, len) - credit_prefix(pos, credit, len);
-
-			r = condition(pool, in + pos, end - pos, share);
-			commit_staged(pool);
-			if (r < 0)
-				return r;
-		}
 	}
 
 	if (ret_credited)
@@ -394,7 +344,7 @@ uint64_t eb_pool_cost_bits(const struct eb_pool *pool, size_t len)
 	return (uint64_t)((len + BLOCK_BYTES - 1) / BLOCK_BYTES) * BLOCK_BITS;
 }
 
-static int take_full_locked(struct eb_pool *pool, void *buf, size_t len)
+int eb_pool_take_full(struct eb_pool *pool, void *buf, size_t len)
 {
 	uint32_t n = blocks_for(len), first;
 	uint8_t *out = buf;
@@ -455,7 +405,7 @@ static int drbg_reseed(struct eb_pool *pool)
 	return 0;
 }
 
-static int take_drbg_locked(struct eb_pool *pool, void *buf, size_t len)
+int eb_pool_take_drbg(struct eb_pool *pool, void *buf, size_t len)
 {
 	uint8_t *out = buf;
 	size_t off, n;
@@ -500,36 +450,10 @@ fail:
 	return r;
 }
 
-int eb_pool_take_full(struct eb_pool *pool, void *buf, size_t len)
-{
-	int r;
-
-	pthread_mutex_lock(&pool->lock);
-	r = take_full_locked(pool, buf, len);
-	pthread_mutex_unlock(&pool->lock);
-	return r;
-}
-
-int eb_pool_take_drbg(struct eb_pool *pool, void *buf, size_t len)
-{
-	int r;
-
-	pthread_mutex_lock(&pool->lock);
-	r = take_drbg_locked(pool, buf, len);
-	pthread_mutex_unlock(&pool->lock);
-	return r;
-}
-
 uint64_t eb_pool_level(const struct eb_pool *pool)
 {
-	uint32_t held;
-
 	assert(pool);
-	/* The lock is not const, but reading under it leaves the pool as it was. */
-	pthread_mutex_lock((pthread_mutex_t *)&pool->lock);
-	held = pool->held;
-	pthread_mutex_unlock((pthread_mutex_t *)&pool->lock);
-	return (uint64_t)held * BLOCK_BITS;
+	return (uint64_t)pool->held * BLOCK_BITS;
 }
 
 uint64_t eb_pool_capacity(const struct eb_pool *pool)
@@ -548,12 +472,10 @@ size_t eb_pool_export(struct eb_pool *pool, void *buf, size_t max_len, uint64_t 
 
 	/* Raw blocks, not RBG3 output: the seed file is conditioned again when it is loaded and
 	 * never reaches a client as it is, and a copy cannot fail half-way. */
-	pthread_mutex_lock(&pool->lock);
 	n = (uint32_t)MIN(max_len / BLOCK_BYTES, (size_t)pool->held);
 	for (i = 0; i < n; i++)
 		memcpy(out + (size_t)i * BLOCK_BYTES, block_at(pool, i), BLOCK_BYTES);
 	consume(pool, n);
-	pthread_mutex_unlock(&pool->lock);
 	if (ret_bits)
 		*ret_bits = (uint64_t)n * BLOCK_BITS;
 	return (size_t)n * BLOCK_BYTES;
@@ -569,14 +491,12 @@ size_t eb_pool_restore(struct eb_pool *pool, const void *buf, size_t len, uint64
 
 	/* Credit waiting in the accumulator has a claim on free slots: leave it the slots it needs,
 	 * so that the room eb_pool_add() computes never goes negative. */
-	pthread_mutex_lock(&pool->lock);
 	free_blocks = pool->nblocks - pool->held;
 	free_blocks -= MIN(free_blocks, (pool->acc_credit + BLOCK_CREDIT - 1) / BLOCK_CREDIT);
 	n = (uint32_t)MIN(len / BLOCK_BYTES, (size_t)free_blocks);
 	for (i = 0; i < n; i++)
 		memcpy(block_at(pool, pool->held + i), in + (size_t)i * BLOCK_BYTES, BLOCK_BYTES);
 	pool->held += n;
-	pthread_mutex_unlock(&pool->lock);
 	if (ret_bits)
 		*ret_bits = (uint64_t)n * BLOCK_BITS;
 	return (size_t)n * BLOCK_BYTES;

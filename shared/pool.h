@@ -1,10 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The entropy pool: conditioned input with credit, full-entropy (SP 800-90C RBG3(XOR)) and DRBG
- * output. Pure: no I/O, no clock; memory is allocated once at creation, locked and wiped.
- *
- * Threads: eb_pool_add() may run in one thread while the other functions run in another; it
- * hashes without the pool's lock and holds it only to move finished blocks in. Adds must not run
- * in two threads at once, nor alongside eb_pool_restore(). */
+ * output. Pure: no I/O, no clock; memory is allocated once at creation, locked and wiped. */
 #pragma once
 
 #include <stdbool.h>
