@@ -42,12 +42,15 @@ skip() {
 fail() {
 	local d diags=("${_EB_DIAG[@]}")
 	printf '%s\n' "$*" >"$EB_VM_RESULT"
-	echo "FAIL: $*"
-	_EB_DIAG=()
-	for d in "${diags[@]}"; do
-		echo "## diagnostics: $d"
-		vm_exec -t 30 "$d" || true
-	done
+	# To stderr: fail may run inside "guest ... >/dev/null".
+	{
+		echo "FAIL: $*"
+		_EB_DIAG=()
+		for d in "${diags[@]}"; do
+			echo "## diagnostics: $d"
+			vm_exec -t 30 "$d" || true
+		done
+	} >&2
 	exit 1
 }
 
@@ -99,10 +102,14 @@ need_program() {
 	program "$1" >/dev/null || skip "$1 not installed: $2"
 }
 
-# guest COMMAND...: vm_exec that fails the scenario (with the command's output) on non-zero.
+# guest [-t SECONDS] COMMAND...: vm_exec that fails the scenario (with the command's output) on non-zero.
 guest() {
-	local out rc=0
-	out=$(vm_exec "$@") || rc=$?
+	local out rc=0 t=()
+	if [[ ${1:-} == -t ]]; then
+		t=(-t "$2")
+		shift 2
+	fi
+	out=$(vm_exec "${t[@]}" "$@") || rc=$?
 	printf '%s\n' "$out"
 	local what=$*
 	what=${what%%$'\n'*}

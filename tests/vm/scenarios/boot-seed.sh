@@ -5,8 +5,8 @@
 #   B  the network variant: eb-seed.service, its key and user passed as systemd credentials by
 #      QEMU (SMBIOS type 11), the broker on the host reached through user-mode networking
 #      (guestfwd runs "socat - TCP:127.0.0.1:PORT" per connection; a plain chardev target
-#      would be one connection made at QEMU start), no real network: the kernel is credited by
-#      eb-sink-kernel, and crng init comes no later than in A;
+#      would be one connection made at QEMU start), no real network: eb-sink-kernel credits
+#      the kernel (after network-online.target, so the crng times are only reported);
 #   C  vsock inside one guest (vsock_loopback): eb-sink-kernel --oneshot against a broker
 #      listening on vsock in the same guest;
 #   D  host-to-guest vsock (eb-seed-vsock.service, credited before sysinit.target): only where
@@ -57,25 +57,28 @@ diag 'systemctl status --no-pager eb-seed.service; journalctl -b --no-pager -u e
 wait_guest 60 '[ "$(systemctl show -P Result eb-seed.service)" = success ] && [ "$(systemctl show -P ActiveState eb-seed.service)" != activating ]' ||
 	fail "eb-seed.service did not succeed"
 tb=$(crng_time)
-guest 'journalctl -b --no-pager -o short-monotonic -u eb-seed.service | tail -n 5'
+log=$(guest 'journalctl -b --no-pager -o short-monotonic -u eb-seed.service')
+echo "$log"
+credited=$(grep -m1 -o 'Credited [0-9]* bits from [^ ]*' <<<"$log") ||
+	fail "eb-seed.service succeeded but logged no 'Credited N bits from ...'"
 vm_stop "$d/b"
-report "crng init done: ${ta} s without a seeder (A), ${tb:-never} s with eb-seed.service over user-mode networking (B)"
-# The seeder's own log says whether it credited a kernel still waiting ("already initialised"
-# otherwise): the times are reported, and B must at least not be later than A.
-awk -v a="$ta" -v b="${tb:-9999}" 'BEGIN { exit !(b <= a + 1) }' ||
-	fail "crng init came later with the seeder (${tb} s) than without (${ta} s)"
+_EB_DIAG=()
+# The network variant runs after network-online.target, normally after crng init: its boot
+# times are reported, not compared. Crediting before sysinit.target is the vsock variant's (D).
+report "crng init done: ${ta} s without a seeder (A), ${tb:-never} s in B, where eb-seed.service: $credited"
 
 step "C: vsock inside the guest (vsock_loopback)"
 own_vm "$d/c" --cpu qemu64 --append "systemd.mask=eb-seed.service systemd.mask=eb-seed-vsock.service"
 broker_test_config
 if installed lib/systemd/system/eb-brokerd-vsock.socket; then
+	diag 'systemctl status --no-pager eb-brokerd.service eb-brokerd-vsock.socket; journalctl -b --no-pager -u eb-brokerd.service | tail -n 20'
 	# vsock carries TLS: the sink needs a user and its key, as a guest would get from its host.
 	guest "mkdir -p /etc/entropy-broker/keys
 		head -c 32 /dev/urandom | od -An -tx1 -v | tr -d ' \n' >/etc/entropy-broker/keys/vm1.key
-		chmod 0640 /etc/entropy-broker/keys/vm1.key; chgrp entropy-broker /etc/entropy-broker/keys/vm1.key 2>/dev/null
+		chmod 0600 /etc/entropy-broker/keys/vm1.key; chown entropy-broker /etc/entropy-broker/keys/vm1.key
 		printf '\n[user vm1]\nrole = sink\nkey-file = /etc/entropy-broker/keys/vm1.key\n' >>/etc/entropy-broker/eb-brokerd.conf"
 	guest 'modprobe vsock_loopback && systemctl restart eb-brokerd.socket eb-brokerd-vsock.socket && systemctl is-active eb-brokerd-vsock.socket'
-	guest "head -c 65536 /dev/urandom | $(program eb-source-file) -b unix:/run/entropy-broker/broker.sock --credit-per-byte 8 -" >/dev/null
+	guest -t 60 "head -c 4096 /dev/urandom | $(program eb-source-file) -b unix:/run/entropy-broker/broker.sock --credit-per-byte 8 -" >/dev/null
 	out=$(vm_exec "$sink --oneshot --timeout=30 --broker=vsock://1:55225 --user vm1 --key-file /etc/entropy-broker/keys/vm1.key") ||
 		fail "eb-sink-kernel over vsock loopback failed: $out"
 	echo "$out"
@@ -84,6 +87,7 @@ else
 	report "vsock loopback: eb-brokerd-vsock.socket not installed, left out"
 fi
 vm_stop "$d/c"
+_EB_DIAG=()
 
 step "D: host-to-guest vsock"
 if [[ -e /dev/vhost-vsock ]]; then
