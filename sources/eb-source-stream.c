@@ -237,6 +237,12 @@ static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
 	do
 		k = read(d->fd, buf, MIN(n, d->read_max));
 	while (k < 0 && errno == EINTR);
+	if (k < 0 && errno == ENODEV) {
+		/* /dev/hwrng with no driver behind it: the RNG was unplugged (device_del of a
+		 * virtio-rng). That ends the input; a failure would only be restarted in vain. */
+		log_notice("%s has no RNG behind it any more; stopping", d->path);
+		return 0;
+	}
 	if (k < 0)
 		return log_error_errno(errno, "Failed to read %s: %m", d->path);
 	if (k == 0)

@@ -207,6 +207,16 @@ def test():
     _, _, group, mode = evaluate(rules, hwrng)
     check(group == "eb-source" and mode == "0640", "/dev/hwrng is readable by group eb-source")
 
+    # A virtio-rng hotplugged into a running VM: hw_random gets no event of its own then.
+    vrng = {"action": "add", "subsystem": "virtio", "kernel": "virtio3",
+            "env": {"MODALIAS": "virtio:d00000004v00001AF4"}}
+    units, _ = wants(rules, vrng)
+    check(units == ["eb-source-stream@hwrng.service"], f"a hotplugged virtio-rng wants {units}")
+    units, _ = wants(rules, dict(vrng, env={"MODALIAS": "virtio:d00000001v00001AF4"}))
+    check(units == [], "a virtio network device wants nothing")
+    units, _ = wants(rules, dict(vrng, action="remove"))
+    check(units == [], "nothing is started when the virtio-rng goes")
+
     known = {("04d8", "f5fe"): "truerng", ("16d0", "0aa0"): "truerng",
              ("04d8", "ebb5"): "truerng", ("1d50", "6086"): "onerng"}
     for i, ((vid, pid), kind) in enumerate(sorted(known.items())):
