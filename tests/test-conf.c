@@ -292,11 +292,11 @@ static void test_errors_structure(void **state)
 	             "line starts with white space: continuation lines are not supported");
 
 	{
-		char longline[400];
-		memset(longline, 0, sizeof(longline));
-		strcpy(longline, "[broker]\n\nseed-file = /");
-		memset(longline + strlen(longline), 'a', 250);
-		strcat(longline, "\n");
+		char longline[400], a250[251];
+
+		memset(a250, 'a', 250);
+		a250[250] = '\0';
+		snprintf(longline, sizeof(longline), "[broker]\n\nseed-file = /%s\n", a250);
 		expect_error(longline, 3, "line too long (at most 197 characters)");
 	}
 
@@ -399,11 +399,11 @@ static void test_errors_values(void **state)
 	             "invalid value \"tcp://h:55225\" for listen: this address is already listed");
 	{
 		char many[2048] = "[broker]\n";
-		for (int i = 1; i <= 17; i++) {
-			char l[64];
-			snprintf(l, sizeof(l), "listen = tcp://127.0.0.1:%d\n", i);
-			strcat(many, l);
-		}
+		size_t used = strlen(many);
+
+		for (int i = 1; i <= 17; i++)
+			used += (size_t)snprintf(many + used, sizeof(many) - used,
+			                         "listen = tcp://127.0.0.1:%d\n", i);
 		expect_error(
 		    many, 18,
 		    "invalid value \"tcp://127.0.0.1:17\" for listen: too many listen addresses (at most 16)");
