@@ -97,6 +97,7 @@ def evaluate(rules, dev):
                 continue
             have = {"ACTION": dev.get("action"), "SUBSYSTEM": dev.get("subsystem"),
                     "KERNEL": dev.get("kernel"), "ATTRS": dev.get("attrs", {}).get(attr),
+                    "ATTR": dev.get("attr", {}).get(attr),
                     "ENV": env.get(attr)}.get(key)
             ok = glob_match(value, have) if value != "" else not have
             if op == "!=":
@@ -201,7 +202,10 @@ def test():
                                                     'KERNEL=="hw_random" BOGUS{x}="1",'))
             check(ok is False, "udevadm test catches a broken rule")
 
-    hwrng = {"action": "add", "subsystem": "misc", "kernel": "hw_random"}
+    hwrng = {"action": "add", "subsystem": "misc", "kernel": "hw_random",
+             "attr": {"rng_current": "virtio_rng.0"}}
+    units, _ = wants(rules, dict(hwrng, attr={"rng_current": "none"}))
+    check(units == [], "hw_random with no driver behind it (rng_current none) wants nothing")
     units, env = wants(rules, hwrng)
     check(units == ["eb-source-stream@hwrng.service"], f"/dev/hwrng wants {units}")
     _, _, group, mode = evaluate(rules, hwrng)
