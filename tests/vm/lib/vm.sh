@@ -100,13 +100,15 @@ vm_exec() {
 	# out every later command (tests/vm/run reboots the shared guest after such a scenario).
 	[[ -e $EB_VM_DIR/agent.lost ]] && return 255
 	_vm_agent_open || return 255
-	local id="$BASHPID.$RANDOM.$SECONDS" line buf="" rest rc
-	local deadline=$((SECONDS + limit + 15))
-	printf '%s %s %s\n' "$id" "$limit" "$(printf '%s' "$*" | base64 -w0)" >&"$_VM_AGENT_W"
+	local id="$BASHPID.$RANDOM.$SECONDS" line buf="" rest rc req acked=0
+	local deadline=$((SECONDS + limit + 15)) sent=$SECONDS
+	req="$id $limit $(printf '%s' "$*" | base64 -w0)"
+	printf '%s\n' "$req" >&"$_VM_AGENT_W"
 	while :; do
 		if IFS= read -r -t 1 -u "$_VM_AGENT_R" line; then
 			line=$buf$line
 			buf=
+			[[ $line == "__ACK__ $id" ]] && acked=1
 			[[ $line == "__EB__ $id "* ]] || continue
 			_vm_agent_close
 			rest=${line#"__EB__ $id "}
@@ -115,10 +117,22 @@ vm_exec() {
 			return "$rc"
 		fi
 		buf+=$line
+		# A request the guest never acknowledged was lost (see guest/eb-agent): send it again;
+		# the agent runs an ID only once.
+		if ((!acked && SECONDS - sent >= 10)); then
+			printf '%s\n' "$req" >&"$_VM_AGENT_W"
+			sent=$SECONDS
+		fi
 		if ((SECONDS > deadline)) || ! vm_running "$EB_VM_DIR"; then
 			_vm_agent_close
 			: >"$EB_VM_DIR/agent.lost"
 			echo "vm_exec: no answer from the guest agent for: $*" >&2
+			if vm_running "$EB_VM_DIR"; then
+				echo "vm_exec: QEMU is running; request acknowledged: $((acked)); last lines of the serial console:" >&2
+			else
+				echo "vm_exec: QEMU has exited; last lines of the serial console:" >&2
+			fi
+			tail -n 30 "$EB_VM_DIR/serial.log" 2>/dev/null | sed 's/^/  | /' >&2
 			return 255
 		fi
 	done
