@@ -312,7 +312,120 @@ static int on_exit_signal(sd_event_source *src, const struct signalfd_siginfo *s
 	return sd_event_exit(b->event, 0);
 }
 
-int broker_new(struct eb_conf *conf, struct broker **ret)
+int broker_load_config(const char *path, struct eb_conf **ret)
+{
+	_cleanup_free_ char *error = NULL;
+	struct eb_conf *conf = NULL;
+	int r;
+
+	r = eb_conf_load(path ? path : EB_CONF_DEFAULT_PATH, &conf, &error);
+	if (r == -ENOENT && !path) {
+		log_notice("No %s; running with defaults and no users", EB_CONF_DEFAULT_PATH);
+		return eb_conf_new_default(ret);
+	}
+	if (r < 0)
+		return log_error_errno(r, "%s", error ? error : "Failed to load the configuration");
+	r = eb_conf_load_keys(conf, &error);
+	if (r < 0) {
+		eb_conf_free(conf); /* wipes the keys loaded before the one that failed */
+		return log_error_errno(r, "%s", error ? error : "Failed to load the keys");
+	}
+	*ret = conf;
+	return 0;
+}
+
+static bool same_string(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static unsigned count_closing(const struct broker *b)
+{
+	unsigned n = 0;
+
+	for (const struct session *s = b->sessions; s; s = s->next)
+		n += s->state == SESSION_CLOSING;
+	return n;
+}
+
+/* What only a restart can change stays as it is; the reloaded file is told so. */
+static void keep_restart_only(struct eb_conf *old, struct eb_conf *new)
+{
+	bool listen_same = old->n_listen == new->n_listen;
+
+	if (new->capacity_bits != old->capacity_bits) {
+		log_notice("capacity-bits changed to %" PRIu64
+		           "; it takes effect at the next restart",
+		           new->capacity_bits);
+		new->capacity_bits = old->capacity_bits;
+	}
+	if (!same_string(new->seed_file, old->seed_file)) {
+		log_notice("seed-file changed to \"%s\"; it takes effect at the next restart",
+		           new->seed_file ? new->seed_file : "");
+		SWAP(new->seed_file, old->seed_file);
+	}
+	for (unsigned i = 0; listen_same && i < old->n_listen; i++)
+		listen_same = same_string(old->listen[i], new->listen[i]);
+	if (!listen_same) {
+		log_notice("listen= changed; it takes effect at the next restart");
+		for (unsigned i = 0; i < EB_CONF_LISTEN_MAX; i++)
+			SWAP(new->listen[i], old->listen[i]);
+		SWAP(new->n_listen, old->n_listen);
+	}
+}
+
+/* SIGHUP: users, keys, roles, caps, quotas and thresholds are read again. A file that does not
+ * load changes nothing. Sessions whose access was revoked are closed; the others carry on, and
+ * each user's quota keeps what it had. */
+static void reload(struct broker *b)
+{
+	_cleanup_free_ struct user_state *users = NULL;
+	struct eb_conf *new = NULL, *old = b->conf;
+	unsigned before = b->n_sessions;
+
+	(void)sd_notify(false, "RELOADING=1");
+	log_info("Reloading the configuration");
+	if (broker_load_config(b->config_path, &new) < 0) {
+		log_error("Keeping the running configuration");
+		goto done;
+	}
+	users = calloc(MAX(new->n_users, 1u), sizeof(*users));
+	if (!users) {
+		log_oom();
+		eb_conf_free(new);
+		goto done;
+	}
+	for (unsigned i = 0; i < new->n_users; i++) {
+		const struct eb_user *u = eb_conf_find_user(old, new->users[i].name);
+
+		if (u)
+			users[i] = b->users[u - old->users];
+	}
+	keep_restart_only(old, new);
+	SWAP(b->users, users);
+	b->conf = new;
+	for (struct session *s = b->sessions, *next; s; s = next) {
+		next = s->next;
+		session_rebind(s, old, new);
+	}
+	eb_conf_free(old); /* wipes the old keys */
+	log_info("Reloaded %s: %u users; %u of %u sessions kept",
+	         new->path ? new->path : "the configuration", new->n_users,
+	         b->n_sessions - count_closing(b), before);
+	broker_pool_changed(b); /* the thresholds may have moved */
+	broker_mark_status(b);
+done:
+	(void)sd_notify(false, "READY=1");
+}
+
+static int on_hup(sd_event_source *src, const struct signalfd_siginfo *si, void *userdata)
+{
+	(void)src, (void)si;
+	reload(userdata);
+	return 0;
+}
+
+int broker_new(struct eb_conf *conf, const char *config_path, struct broker **ret)
 {
 	_cleanup_(broker_freep) struct broker *b = NULL;
 	sigset_t mask;
@@ -320,9 +433,12 @@ int broker_new(struct eb_conf *conf, struct broker **ret)
 	int r;
 
 	b = calloc(1, sizeof(*b));
-	if (!b)
+	if (!b) {
+		eb_conf_free(conf);
 		return log_oom();
+	}
 	b->conf = conf;
+	b->config_path = config_path;
 	b->zone = b->zone_logged = _POOL_ZONE_INVALID;
 	b->users = calloc(MAX(conf->n_users, 1u), sizeof(*b->users));
 	b->scratch = malloc(EB_DATA_MAX);
@@ -347,10 +463,12 @@ int broker_new(struct eb_conf *conf, struct broker **ret)
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
 		return log_error_errno(errno, "Failed to block signals: %m");
 	if (sd_event_add_signal(b->event, NULL, SIGTERM, on_exit_signal, b) < 0 ||
-	    sd_event_add_signal(b->event, NULL, SIGINT, on_exit_signal, b) < 0)
+	    sd_event_add_signal(b->event, NULL, SIGINT, on_exit_signal, b) < 0 ||
+	    sd_event_add_signal(b->event, NULL, SIGHUP, on_hup, b) < 0)
 		return log_error_errno(EIO, "Failed to watch signals");
 	r = sd_event_set_watchdog(b->event, true);
 	if (r < 0)
@@ -399,6 +517,7 @@ struct broker *broker_free(struct broker *b)
 		explicit_bzero(b->scratch, EB_DATA_MAX);
 	free(b->scratch);
 	free(b->users);
+	eb_conf_free(b->conf);
 	free(b);
 	return NULL;
 }

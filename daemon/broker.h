@@ -33,7 +33,8 @@ struct user_state {
 
 struct broker {
 	sd_event *event;
-	struct eb_conf *conf;
+	struct eb_conf *conf;    /* owned; replaced by a reload */
+	const char *config_path; /* --config, or NULL for the default path */
 	struct eb_pool *pool;
 	struct ssl_ctx_st *tls;
 	struct user_state *users; /* parallel to conf->users */
@@ -64,7 +65,11 @@ struct broker {
 	uint8_t *scratch; /* EB_DATA_MAX bytes of output on its way into a frame; wiped after */
 };
 
-int broker_new(struct eb_conf *conf, struct broker **ret);
+/* Loads the configuration and its keys from path (NULL: EB_CONF_DEFAULT_PATH, whose absence
+ * means defaults and no users). Logs what is wrong, with file and line. */
+int broker_load_config(const char *path, struct eb_conf **ret);
+/* Takes conf, also on failure; config_path is kept for reloads (SIGHUP). */
+int broker_new(struct eb_conf *conf, const char *config_path, struct broker **ret);
 struct broker *broker_free(struct broker *b);
 static inline void broker_freep(struct broker **b)
 {

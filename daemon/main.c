@@ -80,27 +80,6 @@ static int parse_argv(int argc, char *argv[])
 	return 1;
 }
 
-static int load_config(struct eb_conf **ret)
-{
-	const char *path = arg_config ? arg_config : EB_CONF_DEFAULT_PATH;
-	_cleanup_free_ char *error = NULL;
-	int r;
-
-	r = eb_conf_load(path, ret, &error);
-	if (r == -ENOENT && !arg_config) {
-		log_notice("No %s; running with defaults and no users", path);
-		return eb_conf_new_default(ret);
-	}
-	if (r < 0)
-		return log_error_errno(r, "%s", error ? error : "Failed to load the configuration");
-	r = eb_conf_load_keys(*ret, &error);
-	if (r < 0) {
-		*ret = eb_conf_free(*ret); /* wipes the keys loaded before the one that failed */
-		return log_error_errno(r, "%s", error ? error : "Failed to load the keys");
-	}
-	return 0;
-}
-
 static int run(int argc, char *argv[])
 {
 	_cleanup_(broker_freep) struct broker *b = NULL;
@@ -111,7 +90,7 @@ static int run(int argc, char *argv[])
 	r = parse_argv(argc, argv);
 	if (r <= 0)
 		return r < 0 ? 2 : 0;
-	if (load_config(&conf) < 0)
+	if (broker_load_config(arg_config, &conf) < 0)
 		return 2;
 	/* Without sockets from systemd the broker binds its own; having none to bind is the
 	 * operator's error (exit 2), so say so before the pool is set up. */
@@ -125,18 +104,14 @@ static int run(int argc, char *argv[])
 	/* A peer that vanishes mid-write must cost us a session, not the process. */
 	signal(SIGPIPE, SIG_IGN);
 
-	r = broker_new(conf, &b);
-	if (r < 0) {
-		eb_conf_free(conf);
-		return 1;
-	}
-	r = broker_listen(b, arg_listen, arg_n_listen);
+	/* The broker owns conf from here on: a reload replaces it. */
+	r = broker_new(conf, arg_config, &b);
 	if (r < 0)
-		goto out;
-	r = broker_run(b);
-out:
+		return 1;
+	r = broker_listen(b, arg_listen, arg_n_listen);
+	if (r >= 0)
+		r = broker_run(b);
 	b = broker_free(b);
-	eb_conf_free(conf);
 	return r < 0 ? 1 : 0;
 }
 

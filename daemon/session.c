@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <openssl/crypto.h>
 #include <systemd/sd-event.h>
 
 #include "broker.h"
@@ -310,6 +311,48 @@ fail:
 static void refuse(struct session *s, enum eb_error_code code, const char *text)
 {
 	send_error(s, code, text);
+}
+
+/* Whether a unix peer's uid or gid still maps to user u in conf. */
+static bool unix_peer_maps_to(struct session *s, const struct eb_conf *conf,
+                              const struct eb_user *u)
+{
+	struct ucred uc;
+	socklen_t l = sizeof(uc);
+
+	if (getsockopt(eb_conn_fd(s->conn), SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0)
+		return false;
+	return eb_conf_find_unix_peer(conf, uc.uid, uc.gid) == u;
+}
+
+void session_rebind(struct session *s, const struct eb_conf *old, const struct eb_conf *new)
+{
+	const struct eb_user *was, *u;
+	const char *why = NULL;
+
+	if (s->user < 0)
+		return;
+	was = &old->users[s->user];
+	u = eb_conf_find_user(new, was->name);
+	if (!u)
+		why = "its user is gone";
+	else if (eb_conn_is_tls(s->conn) &&
+	         (!u->has_key || CRYPTO_memcmp(u->key, was->key, EB_KEY_SIZE) != 0))
+		/* A key is rotated because the old one may be known: what it opened closes. */
+		why = "its user's key changed";
+	else if (!eb_conn_is_tls(s->conn) && !unix_peer_maps_to(s, new, u))
+		why = "its uid and gid no longer map to its user";
+	else if (s->roles & ~u->roles)
+		why = "a role it uses was revoked";
+	if (why && s->state != SESSION_CLOSING)
+		log_warning("Closing %s (user %s): %s in the reloaded configuration", s->peer,
+		            was->name, why);
+	s->user = u ? (int)(u - new->users) : -1;
+	if (why && s->state != SESSION_CLOSING) {
+		s->user = -1;
+		send_error(s, EB_ERR_AUTH, "access revoked by a configuration reload");
+		session_update_events(s);
+	}
 }
 
 static void handle_hello(struct session *s, const struct eb_msg_hello *h)

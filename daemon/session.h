@@ -13,6 +13,7 @@
 struct broker;
 struct eb_conn;
 struct eb_user;
+struct eb_conf;
 
 #define SESSION_RBUF_SIZE (EB_FRAME_MAX + 16384)
 #define SESSION_WBUF_SIZE (EB_FRAME_MAX + 4096)
@@ -69,6 +70,11 @@ void session_free(struct session *s);
 int session_send(struct session *s, const struct eb_msg *m);
 bool session_has_room(const struct session *s, size_t bytes);
 void session_pump(struct session *s);
+
+/* After a configuration reload (the broker's conf is already new): binds the session to its
+ * user in new, or sends it an ERROR and closes it when that user is gone, lost a role the
+ * session uses, has another key (TLS) or no longer matches the peer's uid/gid (unix). */
+void session_rebind(struct session *s, const struct eb_conf *old, const struct eb_conf *new);
 
 /* Tries to answer the pending GET; returns true when it was answered (DATA, QUOTA, EMPTY). */
 bool session_serve_get(struct session *s, bool final);

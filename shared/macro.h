@@ -18,6 +18,12 @@
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
 #define MIN(a, b)     ((a) < (b) ? (a) : (b))
 #define MAX(a, b)     ((a) > (b) ? (a) : (b))
+#define SWAP(a, b)                                                                                 \
+	do {                                                                                       \
+		__typeof__(a) _t_ = (a);                                                           \
+		(a) = (b);                                                                         \
+		(b) = _t_;                                                                         \
+	} while (0)
 
 /* Hands ownership of *p to the caller and leaves NULL behind, so the _cleanup_ at scope exit
  * does not free what was just returned. */

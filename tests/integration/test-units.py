@@ -32,7 +32,9 @@ def units(tmp):
         with open(path) as f:
             text = f.read()
         def fix(m):
-            return m.group(1) + prog(os.path.basename(m.group(2)))
+            # Our programs run from the build tree; others (kill for ExecReload=) stay as they are.
+            name = os.path.basename(m.group(2))
+            return m.group(1) + (prog(name) if name.startswith("eb-") else m.group(2))
         text = re.sub(r"^(Exec\w+=[-@+!]*)(\S+)", fix, text, flags=re.M)
         with open(os.path.join(tmp, name), "w") as f:
             f.write(text)

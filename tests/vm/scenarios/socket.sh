@@ -82,3 +82,13 @@ guest 'systemctl is-active eb-brokerd.socket' >/dev/null
 inv1=$(guest 'systemctl show -P InvocationID eb-brokerd.service')
 [[ $inv1 != "$inv0" ]] || fail "the service was not restarted (same InvocationID)"
 echo "restarted: invocation $inv0 -> $inv1"
+
+step "systemctl reload rereads the configuration in place"
+pid0=$(guest 'systemctl show -P MainPID eb-brokerd.service')
+guest 'systemctl reload eb-brokerd.service' >/dev/null || fail "systemctl reload eb-brokerd failed"
+wait_guest 30 "journalctl -b --no-pager -u eb-brokerd.service _PID=$pid0 | grep -q 'Reloaded '" ||
+	fail "no 'Reloaded' line in the journal after systemctl reload"
+pid1=$(guest 'systemctl show -P MainPID eb-brokerd.service')
+[[ $pid1 == "$pid0" ]] || fail "the reload restarted the broker (MainPID $pid0 -> $pid1)"
+guest 'systemctl is-active eb-brokerd.service' >/dev/null || fail "eb-brokerd.service not active after the reload"
+report "reload: $(guest "journalctl -b --no-pager -o cat -u eb-brokerd.service _PID=$pid0 | grep -m1 'Reloaded '")"
