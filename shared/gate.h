@@ -11,8 +11,9 @@
 #include "health.h"
 #include "vonneumann.h"
 
-/* Raw samples per block, the unit of health testing and of one PUT. An alarm discards the
- * credit of the samples its block tested before it, so a block is never larger than a PUT. */
+/* Raw samples per block, the unit of health testing. An alarm discards the credit of the samples
+ * its block tested before it. A block is never larger than a PUT; the source runtime sends the
+ * blocks of a fast source several to a PUT. */
 #define EB_GATE_BLOCK_DEFAULT 4096u
 #define EB_GATE_BLOCK_MAX     (64u * 1024u)
 

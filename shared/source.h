@@ -35,8 +35,11 @@ struct eb_source_stats {
 	uint64_t alarms;   /* health-test failure episodes */
 };
 
-/* Runs until the input ends or max_samples are taken (0), or a fatal error (negative errno,
- * logged). Each health failure episode is logged once, with its test, cutoff and count. stats,
- * when given, is filled in either way: a failed run still says what it did. */
+/* Blocks that follow each other quickly are sent together, up to 64 KiB a PUT, each with the
+ * credit it earned; a block waits at most 10 ms from when its sampling began for others to join
+ * it, so a slow source sends every block on its own. Runs until the input ends or max_samples are
+ * taken (0), or a fatal error (negative errno, logged). Each health failure episode is logged once,
+ * with its test, cutoff and count. stats, when given, is filled in either way: a failed run still
+ * says what it did. */
 int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_source_sample_t sample,
                   void *userdata, struct eb_source_stats *stats);

@@ -3,7 +3,9 @@
  * link seams (-Wl,--wrap=eb_client_*): what is sent and claimed per block, nothing sampled while
  * the broker says SLEEP, a stuck source sending and claiming nothing, --dump-raw receiving
  * exactly the samples taken, --samples stopping exactly, failover on a lost broker and the end
- * on a refusal. */
+ * on a refusal; the blocks of a fast source sent several to a PUT, a slow one's one by one. The
+ * monotonic clock is doubled too (-Wl,--wrap=clock_gettime): it moves only when the input says
+ * sampling took time. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -39,7 +42,22 @@ static struct fake {
 	size_t lens[64];
 	char events[256]; /* 's' sample, 'P' put, 'W' wait for wake, 'C' connect */
 	size_t n_events;
+	uint64_t now_ns; /* CLOCK_MONOTONIC */
 } fake;
+
+/* Longer than the runtime holds a block for others to join it: each block is sent on its own. */
+#define SLOW_NS (11 * 1000 * 1000ull)
+
+int __real_clock_gettime(clockid_t id, struct timespec *ts);
+int __wrap_clock_gettime(clockid_t id, struct timespec *ts);
+int __wrap_clock_gettime(clockid_t id, struct timespec *ts)
+{
+	if (id != CLOCK_MONOTONIC)
+		return __real_clock_gettime(id, ts);
+	ts->tv_sec = (time_t)(fake.now_ns / 1000000000u);
+	ts->tv_nsec = (long)(fake.now_ns % 1000000000u);
+	return 0;
+}
 
 static void event(char e)
 {
@@ -132,12 +150,16 @@ const char *__wrap_eb_client_last_error(const struct eb_client *c)
 	return "fake error";
 }
 
-/* The sampled input: good noise, or a stuck value, served in reads of at most `piece`. */
+/* The sampled input: good noise, or a stuck value, served in reads of at most `piece`, each
+ * taking ns_per_call. */
 struct input {
 	uint64_t seed;
 	bool stuck;
+	uint64_t stuck_at, stuck_len; /* a stuck stretch in good noise: its samples' indexes */
 	size_t piece;
+	uint64_t ns_per_call;
 	uint64_t left; /* samples before the end of the input */
+	uint64_t pos;  /* samples handed out */
 	uint8_t *copy; /* everything handed out, for --dump-raw */
 	size_t copied;
 };
@@ -151,10 +173,15 @@ static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
 	assert_false(fake.asleep);
 	n = MIN(n, in->piece);
 	n = (size_t)MIN((uint64_t)n, in->left);
+	fake.now_ns += in->ns_per_call;
 	if (in->stuck)
 		memset(buf, 0x42, n);
 	else
 		splitmix64_samples(&in->seed, buf, n, 8);
+	for (size_t i = 0; i < n; i++)
+		if (in->pos + i >= in->stuck_at && in->pos + i - in->stuck_at < in->stuck_len)
+			buf[i] = 0x42;
+	in->pos += n;
 	if (in->copy) {
 		memcpy(in->copy + in->copied, buf, n);
 		in->copied += n;
@@ -184,13 +211,14 @@ static struct eb_source_params params(uint32_t h, uint32_t cap)
 static void test_blocks_and_credit(void **state)
 {
 	struct eb_source_params p = params(4000, 8000);
-	struct input in = {.seed = 1, .piece = 512, .left = 5 * 4096 + 100};
+	struct input in = {.seed = 1, .piece = 512, .ns_per_call = SLOW_NS, .left = 5 * 4096 + 100};
 	struct eb_source_stats st;
 
 	(void)state;
 
 	assert_int_equal(eb_source_run(client, &p, sample, &in, &st), 0);
-	/* Short reads make whole blocks; the last one is what the input had left. */
+	/* Short reads make whole blocks; the last one is what the input had left. The source is
+	 * slow, so each block is a PUT of its own. */
 	assert_int_equal(fake.puts, 6);
 	for (int i = 0; i < 5; i++)
 		assert_int_equal(fake.lens[i], 4096);
@@ -211,7 +239,7 @@ static void test_blocks_and_credit(void **state)
 static void test_sleep_stops_sampling(void **state)
 {
 	struct eb_source_params p = params(4000, 8000);
-	struct input in = {.seed = 2, .piece = 4096, .left = 4 * 4096};
+	struct input in = {.seed = 2, .piece = 4096, .ns_per_call = SLOW_NS, .left = 4 * 4096};
 
 	(void)state;
 
@@ -245,7 +273,7 @@ static void test_stuck_source(void **state)
 static void test_low_trust_cap(void **state)
 {
 	struct eb_source_params p = params(8000, 1000);
-	struct input in = {.seed = 3, .piece = 4096, .left = 3 * 4096};
+	struct input in = {.seed = 3, .piece = 4096, .ns_per_call = SLOW_NS, .left = 3 * 4096};
 	struct eb_source_stats st;
 
 	(void)state;
@@ -261,7 +289,7 @@ static void test_low_trust_cap(void **state)
 static void test_untested_source(void **state)
 {
 	struct eb_source_params p = params(0, 8000);
-	struct input in = {.stuck = true, .piece = 4096, .left = 2 * 4096};
+	struct input in = {.stuck = true, .piece = 4096, .ns_per_call = SLOW_NS, .left = 2 * 4096};
 	struct eb_source_stats st;
 
 	(void)state;
@@ -294,6 +322,9 @@ static void test_dump_raw_and_max_samples(void **state)
 	/* Exactly --samples were taken, and the dump holds exactly them, in order. */
 	assert_int_equal(st.samples, 10000);
 	assert_int_equal(in.copied, 10000);
+	/* A fast source: the three blocks went in one PUT, sent when --samples were taken. */
+	assert_int_equal(fake.puts, 1);
+	assert_int_equal(fake.lens[0], 10000);
 	k = pread(fd, dumped, sizeof(dumped), 0);
 	assert_int_equal(k, 10000);
 	assert_memory_equal(dumped, copy, 10000);
@@ -303,7 +334,7 @@ static void test_dump_raw_and_max_samples(void **state)
 static void test_failover_and_refusal(void **state)
 {
 	struct eb_source_params p = params(4000, 8000);
-	struct input in = {.seed = 5, .piece = 4096, .left = 4 * 4096};
+	struct input in = {.seed = 5, .piece = 4096, .ns_per_call = SLOW_NS, .left = 4 * 4096};
 	struct eb_source_stats st;
 
 	(void)state;
@@ -318,9 +349,76 @@ static void test_failover_and_refusal(void **state)
 
 	/* A refusal ends the run. */
 	fake = (struct fake){.put_error_at = 1, .put_error = -EACCES};
-	in = (struct input){.seed = 6, .piece = 4096, .left = 4 * 4096};
+	in = (struct input){.seed = 6, .piece = 4096, .ns_per_call = SLOW_NS, .left = 4 * 4096};
 	assert_int_equal(eb_source_run(client, &p, sample, &in, &st), -EACCES);
 	assert_int_equal(fake.puts, 1);
+}
+
+static void test_fast_source_coalesced(void **state)
+{
+	struct eb_source_params p = params(4000, 8000);
+	struct input in = {.seed = 8, .piece = 4096, .left = 40 * 4096 + 100};
+	struct eb_source_stats st;
+
+	(void)state;
+
+	/* Blocks sampled back to back go 15 to a PUT (61440 bytes: a 16th would pass 65520, what
+	 * fills four TLS records), each with its own credit; the rest at the end of the input. */
+	assert_int_equal(eb_source_run(client, &p, sample, &in, &st), 0);
+	assert_int_equal(fake.puts, 3);
+	assert_int_equal(fake.lens[0], 15 * 4096);
+	assert_int_equal(fake.lens[1], 15 * 4096);
+	assert_int_equal(fake.lens[2], 10 * 4096 + 100);
+	assert_int_equal(fake.credits[0], (15 * 4096 - 1024) * 4);
+	assert_int_equal(fake.credits[1], 15 * 4096 * 4);
+	assert_int_equal(fake.credits[2], (10 * 4096 + 100) * 4);
+	assert_int_equal(st.bytes, 40 * 4096 + 100);
+	assert_int_equal(st.claimed, (40 * 4096 + 100 - 1024) * 4);
+	assert_int_equal(st.credited, st.claimed);
+}
+
+static void test_hold_time(void **state)
+{
+	struct eb_source_params p = params(4000, 8000);
+	struct input in = {.seed = 9, .piece = 4096, .ns_per_call = 3000000, .left = 8 * 4096};
+
+	(void)state;
+
+	/* 3 ms a block: the first block of a PUT has waited 12 ms, past the 10 ms hold, when the
+	 * fourth is sampled, so they go four to a PUT. */
+	assert_int_equal(eb_source_run(client, &p, sample, &in, NULL), 0);
+	assert_string_equal(fake.events, "CssssPssssPs");
+	assert_int_equal(fake.lens[0], 4 * 4096);
+	assert_int_equal(fake.lens[1], 4 * 4096);
+}
+
+static void test_alarm_between_coalesced_blocks(void **state)
+{
+	struct eb_source_params p = params(4000, 8000);
+	struct input in = {.seed = 10,
+	                   .piece = 4096,
+	                   .stuck_at = 3 * 4096,
+	                   .stuck_len = 2 * 4096,
+	                   .left = 8 * 4096};
+	struct eb_source_stats st;
+
+	(void)state;
+
+	/* Three good blocks are pending when the fourth sticks: they keep their credit and are
+	 * sent before the quarantine's rest; the stuck blocks are not sent; the block that
+	 * re-admits the source earns credit after its 1024 clean samples, and goes out with the
+	 * rest at the end. */
+	p.quarantine_ms = 1;
+	assert_int_equal(eb_source_run(client, &p, sample, &in, &st), 0);
+	assert_string_equal(fake.events, "CssssPsssssP");
+	assert_int_equal(fake.lens[0], 3 * 4096);
+	assert_int_equal(fake.credits[0], (3 * 4096 - 1024) * 4);
+	assert_int_equal(fake.lens[1], 3 * 4096);
+	/* The RCT (cutoff 6) fires every sixth stuck sample, the last time at 8190 of 8192: the
+	 * stretch's last two samples already count towards re-admission. */
+	assert_int_equal(fake.credits[1], (3 * 4096 - 1024 + 2) * 4);
+	assert_int_equal(st.alarms, 1);
+	assert_int_equal(st.claimed, (2 * (3 * 4096 - 1024) + 2) * 4);
 }
 
 static void test_bad_params(void **state)
@@ -346,6 +444,9 @@ int main(void)
 	    cmocka_unit_test_setup(test_untested_source, setup),
 	    cmocka_unit_test_setup(test_dump_raw_and_max_samples, setup),
 	    cmocka_unit_test_setup(test_failover_and_refusal, setup),
+	    cmocka_unit_test_setup(test_fast_source_coalesced, setup),
+	    cmocka_unit_test_setup(test_hold_time, setup),
+	    cmocka_unit_test_setup(test_alarm_between_coalesced_blocks, setup),
 	    cmocka_unit_test_setup(test_bad_params, setup),
 	};
 
