@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +63,20 @@ int eb_cli_parse_u64(const char *s, unsigned long long min, unsigned long long m
 	return 0;
 }
 
+int eb_cli_option_uint(const char *name, const char *arg, unsigned max, const char *unit,
+                       unsigned *ret)
+{
+	unsigned long long v;
+
+	if (eb_cli_parse_u64(arg, 1, max, &v) < 0) {
+		log_error("Invalid --%s \"%s\": expected 1-%u%s%s", name, arg, max, unit ? " " : "",
+		          unit ? unit : "");
+		return -2;
+	}
+	*ret = (unsigned)v;
+	return 0;
+}
+
 int eb_cli_client_new(const struct eb_client_options *o, struct eb_client **ret)
 {
 	_cleanup_free_ char *error = NULL;
@@ -73,19 +88,25 @@ int eb_cli_client_new(const struct eb_client_options *o, struct eb_client **ret)
 	return 0;
 }
 
-int eb_cli_source_option(int c, const char *arg, struct eb_source_params *p)
+/* Handles one of the source or credit options into p (--dump-raw opens its file, mode 0600,
+ * truncated): 1 when it was one, 0 when not, -2 for a usage or open error (already logged). name
+ * is the long option's, for the message. */
+static int source_option(int c, const char *arg, const char *name, struct eb_source_params *p)
 {
 	unsigned long long v;
+	uint32_t mbits;
+	int fd;
 
 	switch (c) {
 	case EB_CLI_ARG_DUMP_RAW:
-		safe_close(p->dump_fd);
 		/* Raw samples become pool input: whoever reads them knows what was credited. */
-		p->dump_fd = open(arg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0600);
-		if (p->dump_fd < 0) {
+		fd = open(arg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0600);
+		if (fd < 0) {
 			log_error_errno(errno, "Failed to open --dump-raw file %s: %m", arg);
 			return -2;
 		}
+		safe_close(p->dump_fd);
+		p->dump_fd = fd;
 		return 1;
 	case EB_CLI_ARG_SAMPLES:
 		if (eb_cli_parse_u64(arg, 1, UINT64_MAX, &v) < 0) {
@@ -94,9 +115,113 @@ int eb_cli_source_option(int c, const char *arg, struct eb_source_params *p)
 		}
 		p->max_samples = v;
 		return 1;
+	case EB_CLI_ARG_CREDIT:
+	case EB_CLI_ARG_CREDIT_CAP:
+		if (eb_cli_parse_mbits(arg, 8000, &mbits) < 0) {
+			log_error("Invalid --%s \"%s\": expected 0-8 bits", name, arg);
+			return -2;
+		}
+		if (c == EB_CLI_ARG_CREDIT)
+			p->gate.h_mbits = mbits;
+		else
+			p->gate.cap_mbits_per_byte = mbits;
+		return 1;
+	case EB_CLI_ARG_ESTIMATE:
+		if (eb_cli_parse_mbits(arg, 8000, &mbits) < 0 || mbits == 0) {
+			log_error("Invalid --%s \"%s\": expected 0.001-8 bits", name, arg);
+			return -2;
+		}
+		p->gate.h_mbits = mbits;
+		return 1;
 	default:
 		return 0;
 	}
+}
+
+int eb_cli_source_option(int c, const char *arg, struct eb_source_params *p)
+{
+	return source_option(c, arg, "?", p);
+}
+
+int eb_cli_source_parse(int argc, char *argv[], const struct eb_cli_program *prog,
+                        struct eb_client_options *o, struct eb_source_params *p, void *userdata)
+{
+	const char *shortopts = prog->shortopts ? prog->shortopts : EB_CLI_CLIENT_SHORTOPTS;
+	int c, r;
+
+	for (;;) {
+		int i = -1;
+
+		c = getopt_long(argc, argv, shortopts, prog->options, &i);
+		if (c < 0)
+			break;
+		r = eb_cli_client_option(c, optarg, o, prog->name, prog->help);
+		if (r == 0)
+			/* The credit options are long ones only, so i names them. */
+			r = source_option(c, optarg, i >= 0 ? prog->options[i].name : "?", p);
+		if (r == 0)
+			r = prog->option ? prog->option(c, optarg, userdata) : -2;
+		if (r == -1)
+			return 0;
+		if (r == -2)
+			return 2;
+	}
+	if (prog->no_arguments && optind < argc) {
+		log_error("Unexpected argument \"%s\"; see --help", argv[optind]);
+		return 2;
+	}
+	if (eb_cli_client_env(o) < 0) {
+		log_error("Too many brokers in $EB_BROKER");
+		return 2;
+	}
+	return EB_CLI_CONTINUE;
+}
+
+void eb_cli_source_params_done(struct eb_source_params *p)
+{
+	p->dump_fd = safe_close(p->dump_fd);
+}
+
+int eb_cli_source_client_new(struct eb_client_options *o, const struct eb_source_params *p,
+                             const char *per, struct eb_client **ret)
+{
+	const struct eb_gate_params *g = &p->gate;
+
+	if (g->h_mbits > g->cap_mbits_per_byte)
+		log_notice("Claiming %" PRIu32 ".%03" PRIu32
+		           " bits per %s, credited at most %" PRIu32 ".%03" PRIu32
+		           " (a low-trust source; raise with --max-credit-per-byte)",
+		           g->h_mbits / 1000, g->h_mbits % 1000, per, g->cap_mbits_per_byte / 1000,
+		           g->cap_mbits_per_byte % 1000);
+	o->claim_mbits_per_byte = MIN(g->h_mbits, g->cap_mbits_per_byte);
+	return eb_cli_client_new(o, ret);
+}
+
+int eb_cli_source_report(int r, const struct eb_source_stats *st, const char *prep,
+                         const char *input)
+{
+	const char *sep = input ? " " : "";
+
+	if (r < 0)
+		return 1;
+	log_info("Donated %" PRIu64 " bytes%s%s%s%s, %" PRIu64 " bits credited of %" PRIu64
+	         " claimed; %" PRIu64 " health-test alarm(s)",
+	         st->bytes, sep, input ? prep : "", sep, input ? input : "", st->credited,
+	         st->claimed, st->alarms);
+	return 0;
+}
+
+int eb_cli_source_report_samples(int r, const struct eb_source_stats *st, const char *verb,
+                                 const char *samples)
+{
+	if (r < 0)
+		return 1;
+	log_info("%s %" PRIu64 " %s (%" PRIu64 " admitted, %" PRIu64
+	         " health-test alarm(s)), donated %" PRIu64 " bytes, %" PRIu64
+	         " bits credited of %" PRIu64 " claimed",
+	         verb, st->samples, samples, st->admitted, st->alarms, st->bytes, st->credited,
+	         st->claimed);
+	return 0;
 }
 
 int eb_cli_client_env(struct eb_client_options *o)

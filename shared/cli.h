@@ -1,18 +1,24 @@
 /* SPDX-License-Identifier: MIT */
-/* The options every client program shares: -b, -u, -k, -v, -h, --version. */
+/* The options every client program shares: -b, -u, -k, -v, -h, --version; and what every source
+ * program shares besides: its source options, its command-line loop and its closing report. */
 #pragma once
 
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "client.h"
 
 struct eb_source_params;
+struct eb_source_stats;
 
 enum {
 	EB_CLI_ARG_VERSION = 0x100,
 	EB_CLI_ARG_DUMP_RAW,
 	EB_CLI_ARG_SAMPLES,
+	EB_CLI_ARG_CREDIT,
+	EB_CLI_ARG_CREDIT_CAP,
+	EB_CLI_ARG_ESTIMATE,
 	EB_CLI_ARG_FIRST_PRIVATE = 0x200, /* programs number their own long options from here */
 };
 
@@ -47,6 +53,80 @@ enum {
 	"                        conditioning (the input of NIST's SP 800-90B ea_* tools)\n"       \
 	"      --samples N       stop after N samples (default: run until stopped)\n"
 
+/* The credit claimed per byte by a source with no estimate of its own (a file, a program, the
+ * kernel), into gate.h_mbits: --credit-per-byte H, alias --min-entropy, 0-8. Each program says its
+ * own default in its help, which is why there is no shared help text. A source that names it
+ * --min-entropy alone (egd, stream) lists {"min-entropy", ..., EB_CLI_ARG_CREDIT} itself. */
+#define EB_CLI_CREDIT_OPTIONS                                                                      \
+	{"credit-per-byte", required_argument, NULL, EB_CLI_ARG_CREDIT},                           \
+	{                                                                                          \
+		"min-entropy", required_argument, NULL, EB_CLI_ARG_CREDIT                          \
+	}
+
+/* A low-trust source's cap on that credit, into gate.cap_mbits_per_byte: raising it is a second,
+ * deliberate step beyond claiming. */
+#define EB_CLI_CREDIT_CAP_OPTION                                                                   \
+	{                                                                                          \
+		"max-credit-per-byte", required_argument, NULL, EB_CLI_ARG_CREDIT_CAP              \
+	}
+
+/* The min-entropy per sample of a source whose H was measured (jitter, timers), into
+ * gate.h_mbits: --min-entropy H, 0.001-8. Not 0: such a source is only worth running at its
+ * estimate, and a 0 is more likely a slip than a wish to donate uncredited noise. */
+#define EB_CLI_ESTIMATE_OPTION                                                                     \
+	{                                                                                          \
+		"min-entropy", required_argument, NULL, EB_CLI_ARG_ESTIMATE                        \
+	}
+
+/* Returned by eb_cli_source_parse() when the program is to go on. */
+#define EB_CLI_CONTINUE (-1)
+
+/* A program's own options, for eb_cli_source_parse(): 0 when handled, -2 for a usage error
+ * (already logged). */
+typedef int (*eb_cli_option_t)(int c, const char *arg, void *userdata);
+
+struct eb_cli_program {
+	const char *name;             /* for --version */
+	void (*help)(void);           /* --help */
+	const char *shortopts;        /* EB_CLI_CLIENT_SHORTOPTS and the program's own; NULL: the
+	                               * former alone */
+	const struct option *options; /* EB_CLI_CLIENT_OPTIONS, EB_CLI_SOURCE_OPTIONS, maybe
+	                               * EB_CLI_CREDIT_OPTIONS and EB_CLI_CREDIT_CAP_OPTION or
+	                               * EB_CLI_ESTIMATE_OPTION, the program's own */
+	eb_cli_option_t option;       /* the program's own options; NULL: it has none */
+	bool no_arguments;            /* refuse any argument after the options */
+};
+
+/* Parses a source program's command line with getopt_long(): the client, source and credit
+ * options into o and p, the program's own through prog->option(c, optarg, userdata); refuses
+ * arguments if prog->no_arguments; then fills in o from the environment (eb_cli_client_env()).
+ * An invalid value is logged with the option's name.
+ * Returns EB_CLI_CONTINUE with optind at the first argument, or the exit code to leave with: 0
+ * after --help or --version, 2 after a usage error (logged). p->dump_fd may be open either
+ * way: eb_cli_source_params_done() closes it. */
+int eb_cli_source_parse(int argc, char *argv[], const struct eb_cli_program *prog,
+                        struct eb_client_options *o, struct eb_source_params *p, void *userdata);
+
+/* Closes what the command line opened for p (--dump-raw): for _cleanup_(). */
+void eb_cli_source_params_done(struct eb_source_params *p);
+
+/* Creates a source's client: claims p's H per byte up to the cap (saying so when the cap cuts
+ * the claim of a low-trust source; per: "byte", "byte of X"), then as eb_cli_client_new(). */
+int eb_cli_source_client_new(struct eb_client_options *o, const struct eb_source_params *p,
+                             const char *per, struct eb_client **ret);
+
+/* Ends a source's run r (eb_source_run()'s result, or a later failure): 1 when it failed
+ * (r < 0, already logged); otherwise logs "Donated N bytes of PATH, C bits credited of L
+ * claimed; A health-test alarm(s)" (prep "of" and input PATH; input NULL: no input named) and
+ * returns 0. */
+int eb_cli_source_report(int r, const struct eb_source_stats *st, const char *prep,
+                         const char *input);
+
+/* The same for a source that takes more samples than it donates, or other ones: "Took N
+ * samples (A admitted, ...), donated ..." with verb "Took" and samples "samples". */
+int eb_cli_source_report_samples(int r, const struct eb_source_stats *st, const char *verb,
+                                 const char *samples);
+
 /* Handles one of the shared options: 1 when it was one, 0 when not, -1 after --help/--version
  * (exit 0), -2 for a usage error (already logged). */
 int eb_cli_client_option(int c, const char *arg, struct eb_client_options *o, const char *program,
@@ -68,6 +148,12 @@ int eb_cli_parse_mbits(const char *s, uint32_t max_mbits, uint32_t *ret);
 /* Parses a whole number in [min, max] with end and range checks; -EINVAL or -ERANGE. */
 int eb_cli_parse_u64(const char *s, unsigned long long min, unsigned long long max,
                      unsigned long long *ret);
+
+/* Parses arg, the value of --name, as a whole number from 1 to max into *ret, for an
+ * eb_cli_option_t: 0, or -2 after logging 'Invalid --name "arg": expected 1-max' and the unit,
+ * when given ("nanoseconds"). */
+int eb_cli_option_uint(const char *name, const char *arg, unsigned max, const char *unit,
+                       unsigned *ret);
 
 /* Creates the client; logs the error (naming the broker or key file) and returns it. */
 int eb_cli_client_new(const struct eb_client_options *o, struct eb_client **ret);
