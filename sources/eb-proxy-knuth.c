@@ -10,7 +10,6 @@
  * spread over a table of up to 256 entries before the broker's conditioner sees it. */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,78 +139,71 @@ static void close_input(struct input *in)
 	in->fd = -EBADF;
 }
 
+enum { ARG_TABLE = EB_CLI_ARG_FIRST_PRIVATE };
+
+struct args {
+	enum eb_shuffle_algorithm algorithm;
+	unsigned table_size;
+};
+
+static int parse_option(int c, const char *arg, void *userdata)
+{
+	struct args *a = userdata;
+
+	switch (c) {
+	case 'a':
+		a->algorithm = eb_shuffle_algorithm_from_string(arg);
+		if (a->algorithm < 0) {
+			log_error("Invalid --algorithm \"%s\": expected m or b", arg);
+			return -2;
+		}
+		return 0;
+	case ARG_TABLE:
+		return eb_cli_option_uint("table-size", arg, EB_SHUFFLE_TABLE_MAX, NULL,
+		                          &a->table_size);
+	default:
+		return -2;
+	}
+}
+
 int main(int argc, char *argv[])
 {
-	enum { ARG_TABLE = EB_CLI_ARG_FIRST_PRIVATE, ARG_CREDIT, ARG_CAP };
 	static const struct option options[] = {
 	    EB_CLI_CLIENT_OPTIONS,
 	    EB_CLI_SOURCE_OPTIONS,
 	    {"algorithm", required_argument, NULL, 'a'},
 	    {"table-size", required_argument, NULL, ARG_TABLE},
-	    {"credit-per-byte", required_argument, NULL, ARG_CREDIT},
-	    {"min-entropy", required_argument, NULL, ARG_CREDIT},
-	    {"max-credit-per-byte", required_argument, NULL, ARG_CAP},
+	    EB_CLI_CREDIT_OPTIONS,
+	    EB_CLI_CREDIT_CAP_OPTION,
 	    {},
 	};
+	static const struct eb_cli_program prog = {.name = "eb-proxy-knuth",
+	                                           .help = help,
+	                                           .shortopts = EB_CLI_CLIENT_SHORTOPTS "a:",
+	                                           .options = options,
+	                                           .option = parse_option};
 	struct eb_client_options o = {.roles = EB_ROLE_SOURCE};
-	struct eb_source_params p = {
+	_cleanup_(eb_cli_source_params_done) struct eb_source_params p = {
 	    .gate = {.bits = 8, .cap_mbits_per_byte = LOW_TRUST_CAP_MBITS},
 	    .dump_fd = -EBADF,
 	    .quarantine_ms = 100,
 	};
-	enum eb_shuffle_algorithm algorithm = _EB_SHUFFLE_ALGORITHM_INVALID;
-	unsigned table_size = EB_SHUFFLE_TABLE_MAX;
+	struct args args = {.algorithm = _EB_SHUFFLE_ALGORITHM_INVALID,
+	                    .table_size = EB_SHUFFLE_TABLE_MAX};
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
 	_cleanup_free_ uint8_t *xbuf = NULL, *ybuf = NULL;
-	_cleanup_close_ int dump_fd = -EBADF;
 	struct proxy px = {.x.fd = -EBADF, .y.fd = -EBADF};
 	char kind[EB_KIND_MAX + 1], name[256];
+	enum eb_shuffle_algorithm algorithm;
 	struct eb_source_stats st;
 	unsigned n_inputs;
-	int c, r;
+	int r;
 
 	log_setup(argv[0]);
-	while ((c = getopt_long(argc, argv, EB_CLI_CLIENT_SHORTOPTS "a:", options, NULL)) >= 0) {
-		unsigned long long v;
-
-		r = eb_cli_client_option(c, optarg, &o, "eb-proxy-knuth", help);
-		if (r == 0)
-			r = eb_cli_source_option(c, optarg, &p);
-		dump_fd = p.dump_fd;
-		if (r == -1)
-			return 0;
-		if (r == -2)
-			return 2;
-		if (r == 1)
-			continue;
-		if (c == 'a') {
-			algorithm = eb_shuffle_algorithm_from_string(optarg);
-			if (algorithm < 0) {
-				log_error("Invalid --algorithm \"%s\": expected m or b", optarg);
-				return 2;
-			}
-		} else if (c == ARG_TABLE) {
-			if (eb_cli_parse_u64(optarg, 1, EB_SHUFFLE_TABLE_MAX, &v) < 0) {
-				log_error("Invalid --table-size \"%s\": expected 1-%u", optarg,
-				          EB_SHUFFLE_TABLE_MAX);
-				return 2;
-			}
-			table_size = (unsigned)v;
-		} else if (c == ARG_CREDIT) {
-			if (eb_cli_parse_mbits(optarg, 8000, &p.gate.h_mbits) < 0) {
-				log_error("Invalid %s \"%s\": expected 0-8 bits", argv[optind - 1],
-				          optarg);
-				return 2;
-			}
-		} else if (c == ARG_CAP) {
-			if (eb_cli_parse_mbits(optarg, 8000, &p.gate.cap_mbits_per_byte) < 0) {
-				log_error("Invalid --max-credit-per-byte \"%s\": expected 0-8 bits",
-				          optarg);
-				return 2;
-			}
-		} else
-			return 2;
-	}
+	r = eb_cli_source_parse(argc, argv, &prog, &o, &p, &args);
+	if (r != EB_CLI_CONTINUE)
+		return r;
+	algorithm = args.algorithm;
 	if (algorithm < 0) {
 		log_error("No --algorithm: m (X shuffled by Y) or b (X shuffled by itself)");
 		return 2;
@@ -227,20 +219,10 @@ int main(int argc, char *argv[])
 		log_error("X and Y cannot both be standard input");
 		return 2;
 	}
-	if (eb_cli_client_env(&o) < 0) {
-		log_error("Too many brokers in $EB_BROKER");
-		return 2;
-	}
-	r = eb_shuffle_init(&px.shuffle, algorithm, table_size);
+	r = eb_shuffle_init(&px.shuffle, algorithm, args.table_size);
 	if (r < 0)
 		return log_error_errno(r, "Failed to set up the shuffle: %m"), 2;
 
-	if (p.gate.h_mbits > p.gate.cap_mbits_per_byte)
-		log_notice("Claiming %" PRIu32 ".%03" PRIu32
-		           " bits per byte of X, credited at most %" PRIu32 ".%03" PRIu32
-		           " (a low-trust source; raise with --max-credit-per-byte)",
-		           p.gate.h_mbits / 1000, p.gate.h_mbits % 1000,
-		           p.gate.cap_mbits_per_byte / 1000, p.gate.cap_mbits_per_byte % 1000);
 	if (n_inputs == 2)
 		snprintf(name, sizeof(name), "knuth-m %s by %s", argv[optind], argv[optind + 1]);
 	else
@@ -250,9 +232,8 @@ int main(int argc, char *argv[])
 	snprintf(kind, sizeof(kind), "knuth-%s proxy (low trust)",
 	         eb_shuffle_algorithm_to_string(algorithm));
 	o.kind = kind;
-	o.claim_mbits_per_byte = MIN(p.gate.h_mbits, p.gate.cap_mbits_per_byte);
 	p.name = name;
-	if (eb_cli_client_new(&o, &client) < 0)
+	if (eb_cli_source_client_new(&o, &p, "byte of X", &client) < 0)
 		return 2;
 
 	xbuf = malloc(EB_GATE_BLOCK_MAX);
@@ -272,11 +253,5 @@ int main(int argc, char *argv[])
 	eb_shuffle_wipe(&px.shuffle);
 	close_input(&px.x);
 	close_input(&px.y);
-	if (r < 0)
-		return 1;
-	log_info("Shuffled %" PRIu64 " bytes of X (%" PRIu64 " admitted, %" PRIu64
-	         " health-test alarm(s)), donated %" PRIu64 " bytes, %" PRIu64
-	         " bits credited of %" PRIu64 " claimed",
-	         st.samples, st.admitted, st.alarms, st.bytes, st.credited, st.claimed);
-	return 0;
+	return eb_cli_source_report_samples(r, &st, "Shuffled", "bytes of X");
 }

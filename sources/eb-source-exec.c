@@ -2,7 +2,6 @@
 /* eb-source-exec: runs a program and donates its standard output to a broker. */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -117,78 +116,45 @@ static void help(void)
 
 int main(int argc, char *argv[])
 {
-	enum { ARG_CREDIT = EB_CLI_ARG_FIRST_PRIVATE, ARG_CAP };
 	static const struct option options[] = {
 	    EB_CLI_CLIENT_OPTIONS,
 	    EB_CLI_SOURCE_OPTIONS,
-	    {"min-entropy", required_argument, NULL, ARG_CREDIT},
-	    {"credit-per-byte", required_argument, NULL, ARG_CREDIT},
-	    {"max-credit-per-byte", required_argument, NULL, ARG_CAP},
+	    EB_CLI_CREDIT_OPTIONS,
+	    EB_CLI_CREDIT_CAP_OPTION,
 	    {},
 	};
+	/* "+": options end at the first non-option, so the command's own options are its own. */
+	static const struct eb_cli_program prog = {.name = "eb-source-exec",
+	                                           .help = help,
+	                                           .shortopts = "+" EB_CLI_CLIENT_SHORTOPTS,
+	                                           .options = options};
 	struct eb_client_options o = {.roles = EB_ROLE_SOURCE};
-	struct eb_source_params p = {
+	_cleanup_(eb_cli_source_params_done) struct eb_source_params p = {
 	    .gate = {.bits = 8, .cap_mbits_per_byte = LOW_TRUST_CAP_MBITS},
 	    .dump_fd = -EBADF,
 	    .quarantine_ms = 100,
 	};
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
-	_cleanup_close_ int dump_fd = -EBADF;
 	char kind[EB_KIND_MAX + 1], name[256];
 	struct child ch = {.fd = -EBADF};
 	struct eb_source_stats st;
-	int c, r, k;
+	int r, k;
 
 	log_setup(argv[0]);
-	/* "+": options end at the first non-option, so the command's own options are its own. */
-	while ((c = getopt_long(argc, argv, "+" EB_CLI_CLIENT_SHORTOPTS, options, NULL)) >= 0) {
-		r = eb_cli_client_option(c, optarg, &o, "eb-source-exec", help);
-		if (r == 0)
-			r = eb_cli_source_option(c, optarg, &p);
-		dump_fd = p.dump_fd;
-		if (r == -1)
-			return 0;
-		if (r == -2)
-			return 2;
-		if (r == 1)
-			continue;
-		if (c == ARG_CREDIT) {
-			if (eb_cli_parse_mbits(optarg, 8000, &p.gate.h_mbits) < 0) {
-				log_error("Invalid %s \"%s\": expected 0-8 bits", argv[optind - 1],
-				          optarg);
-				return 2;
-			}
-		} else if (c == ARG_CAP) {
-			if (eb_cli_parse_mbits(optarg, 8000, &p.gate.cap_mbits_per_byte) < 0) {
-				log_error("Invalid --max-credit-per-byte \"%s\": expected 0-8 bits",
-				          optarg);
-				return 2;
-			}
-		} else
-			return 2;
-	}
+	r = eb_cli_source_parse(argc, argv, &prog, &o, &p, NULL);
+	if (r != EB_CLI_CONTINUE)
+		return r;
 	if (optind >= argc) {
 		log_error("Expected a COMMAND to run, after --; see --help");
 		return 2;
 	}
-	if (eb_cli_client_env(&o) < 0) {
-		log_error("Too many brokers in $EB_BROKER");
-		return 2;
-	}
-	if (p.gate.h_mbits > p.gate.cap_mbits_per_byte)
-		log_notice("Claiming %" PRIu32 ".%03" PRIu32
-		           " bits per byte, credited at most %" PRIu32 ".%03" PRIu32
-		           " (a low-trust source; raise with --max-credit-per-byte)",
-		           p.gate.h_mbits / 1000, p.gate.h_mbits % 1000,
-		           p.gate.cap_mbits_per_byte / 1000, p.gate.cap_mbits_per_byte % 1000);
 	ch.name = argv[optind];
 	snprintf(kind, sizeof(kind), "exec %s (low trust)", ch.name);
 	snprintf(name, sizeof(name), "exec %s", ch.name);
 	o.kind = kind;
-	o.claim_mbits_per_byte = MIN(p.gate.h_mbits, p.gate.cap_mbits_per_byte);
 	p.name = name;
 	/* The client first: a usage error in the broker options must not start the command. */
-	if (eb_cli_client_new(&o, &client) < 0)
+	if (eb_cli_source_client_new(&o, &p, "byte", &client) < 0)
 		return 2;
 	/* A SIGPIPE from a lost broker connection is an error to handle, not a death. */
 	(void)signal(SIGPIPE, SIG_IGN);
@@ -202,10 +168,5 @@ int main(int argc, char *argv[])
 	/* The command's end is ours; restarting it is systemd's job (Restart=), which also
 	 * runs the start-up health test again on the new process's output. */
 	k = reap(&ch, r < 0 || !ch.eof); /* --samples may end the run before the output */
-	if (r < 0 || k < 0)
-		return 1;
-	log_info("Donated %" PRIu64 " bytes from %s, %" PRIu64 " bits credited of %" PRIu64
-	         " claimed; %" PRIu64 " health-test alarm(s)",
-	         st.bytes, ch.name, st.credited, st.claimed, st.alarms);
-	return 0;
+	return eb_cli_source_report(r < 0 ? r : k, &st, "from", ch.name);
 }

@@ -2,7 +2,6 @@
 /* eb-source-file: donates a file, a FIFO or standard input to a broker. */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -51,61 +50,33 @@ static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
 
 int main(int argc, char *argv[])
 {
-	enum { ARG_CREDIT = EB_CLI_ARG_FIRST_PRIVATE, ARG_CAP };
 	static const struct option options[] = {
 	    EB_CLI_CLIENT_OPTIONS,
 	    EB_CLI_SOURCE_OPTIONS,
-	    {"credit-per-byte", required_argument, NULL, ARG_CREDIT},
-	    {"min-entropy", required_argument, NULL, ARG_CREDIT},
-	    {"max-credit-per-byte", required_argument, NULL, ARG_CAP},
+	    EB_CLI_CREDIT_OPTIONS,
+	    EB_CLI_CREDIT_CAP_OPTION,
 	    {},
 	};
+	static const struct eb_cli_program prog = {
+	    .name = "eb-source-file", .help = help, .options = options};
 	struct eb_client_options o = {.roles = EB_ROLE_SOURCE};
-	struct eb_source_params p = {
+	_cleanup_(eb_cli_source_params_done) struct eb_source_params p = {
 	    .gate = {.bits = 8, .cap_mbits_per_byte = LOW_TRUST_CAP_MBITS},
 	    .dump_fd = -EBADF,
 	    .quarantine_ms = 100,
 	};
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
-	_cleanup_close_ int dump_fd = -EBADF;
 	char kind[EB_KIND_MAX + 1], name[256];
 	struct eb_source_stats st;
 	struct input in = {.fd = -EBADF};
-	int c, r;
+	int r;
 
 	log_setup(argv[0]);
-	while ((c = getopt_long(argc, argv, EB_CLI_CLIENT_SHORTOPTS, options, NULL)) >= 0) {
-		r = eb_cli_client_option(c, optarg, &o, "eb-source-file", help);
-		if (r == 0)
-			r = eb_cli_source_option(c, optarg, &p);
-		dump_fd = p.dump_fd;
-		if (r == -1)
-			return 0;
-		if (r == -2)
-			return 2;
-		if (r == 1)
-			continue;
-		if (c == ARG_CREDIT) {
-			if (eb_cli_parse_mbits(optarg, 8000, &p.gate.h_mbits) < 0) {
-				log_error("Invalid %s \"%s\": expected 0-8 bits", argv[optind - 1],
-				          optarg);
-				return 2;
-			}
-		} else if (c == ARG_CAP) {
-			if (eb_cli_parse_mbits(optarg, 8000, &p.gate.cap_mbits_per_byte) < 0) {
-				log_error("Invalid --max-credit-per-byte \"%s\": expected 0-8 bits",
-				          optarg);
-				return 2;
-			}
-		} else
-			return 2;
-	}
+	r = eb_cli_source_parse(argc, argv, &prog, &o, &p, NULL);
+	if (r != EB_CLI_CONTINUE)
+		return r;
 	if (optind + 1 != argc) {
 		log_error("Expected one PATH (or - for standard input); see --help");
-		return 2;
-	}
-	if (eb_cli_client_env(&o) < 0) {
-		log_error("Too many brokers in $EB_BROKER");
 		return 2;
 	}
 	in.path = argv[optind];
@@ -119,27 +90,15 @@ int main(int argc, char *argv[])
 			return 1;
 		}
 	}
-	if (p.gate.h_mbits > p.gate.cap_mbits_per_byte)
-		log_notice("Claiming %" PRIu32 ".%03" PRIu32
-		           " bits per byte, credited at most %" PRIu32 ".%03" PRIu32
-		           " (a low-trust source; raise with --max-credit-per-byte)",
-		           p.gate.h_mbits / 1000, p.gate.h_mbits % 1000,
-		           p.gate.cap_mbits_per_byte / 1000, p.gate.cap_mbits_per_byte % 1000);
 	/* HELLO says what kind of source this is; a file is a low-trust source. */
 	snprintf(kind, sizeof(kind), "file %s (low trust)", in.path);
 	snprintf(name, sizeof(name), "file %s", in.path);
 	o.kind = kind;
-	o.claim_mbits_per_byte = MIN(p.gate.h_mbits, p.gate.cap_mbits_per_byte);
 	p.name = name;
-	if (eb_cli_client_new(&o, &client) < 0)
+	if (eb_cli_source_client_new(&o, &p, "byte", &client) < 0)
 		return 2;
 	r = eb_source_run(client, &p, sample, &in, &st);
 	if (in.fd != STDIN_FILENO)
 		close(in.fd);
-	if (r < 0)
-		return 1;
-	log_info("Donated %" PRIu64 " bytes of %s, %" PRIu64 " bits credited of %" PRIu64
-	         " claimed; %" PRIu64 " health-test alarm(s)",
-	         st.bytes, in.path, st.credited, st.claimed, st.alarms);
-	return 0;
+	return eb_cli_source_report(r, &st, "of", in.path);
 }
