@@ -247,68 +247,58 @@ static void help(void)
 		EB_CLI_CLIENT_HELP "\nSee eb-source-egd(1).\n");
 }
 
+enum { ARG_NONBLOCKING = EB_CLI_ARG_FIRST_PRIVATE };
+
+static int parse_option(int c, const char *arg, void *userdata)
+{
+	struct egd *e = userdata;
+
+	(void)arg;
+	if (c != ARG_NONBLOCKING)
+		return -2;
+	e->nonblocking = true;
+	return 0;
+}
+
 int main(int argc, char *argv[])
 {
-	enum { ARG_H = EB_CLI_ARG_FIRST_PRIVATE, ARG_NONBLOCKING };
 	static const struct option options[] = {
 	    EB_CLI_CLIENT_OPTIONS,
 	    EB_CLI_SOURCE_OPTIONS,
-	    {"min-entropy", required_argument, NULL, ARG_H},
+	    {"min-entropy", required_argument, NULL, EB_CLI_ARG_CREDIT},
 	    {"nonblocking", no_argument, NULL, ARG_NONBLOCKING},
 	    {},
 	};
+	static const struct eb_cli_program prog = {
+	    .name = "eb-source-egd", .help = help, .options = options, .option = parse_option};
 	struct eb_client_options o = {.roles = EB_ROLE_SOURCE};
-	struct eb_source_params p = {
+	_cleanup_(eb_cli_source_params_done) struct eb_source_params p = {
 	    .gate = {.bits = 8, .h_mbits = DEFAULT_H_MBITS, .cap_mbits_per_byte = 8000},
 	    .dump_fd = -EBADF,
 	    .quarantine_ms = 1000,
 	};
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
-	_cleanup_close_ int dump_fd = -EBADF, fd = -EBADF;
+	_cleanup_close_ int fd = -EBADF;
 	struct egd e = {.fd = -EBADF, .backoff_ms = BACKOFF_MIN_MS};
 	char kind[EB_KIND_MAX + 1], name[256];
 	struct eb_source_stats st;
 	uint32_t level;
-	int c, r;
+	int r;
 
 	log_setup(argv[0]);
-	while ((c = getopt_long(argc, argv, EB_CLI_CLIENT_SHORTOPTS, options, NULL)) >= 0) {
-		r = eb_cli_client_option(c, optarg, &o, "eb-source-egd", help);
-		if (r == 0)
-			r = eb_cli_source_option(c, optarg, &p);
-		dump_fd = p.dump_fd;
-		if (r == -1)
-			return 0;
-		if (r == -2)
-			return 2;
-		if (r == 1)
-			continue;
-		if (c == ARG_H) {
-			if (eb_cli_parse_mbits(optarg, 8000, &p.gate.h_mbits) < 0) {
-				log_error("Invalid --min-entropy \"%s\": expected 0-8 bits",
-				          optarg);
-				return 2;
-			}
-		} else if (c == ARG_NONBLOCKING)
-			e.nonblocking = true;
-		else
-			return 2;
-	}
+	r = eb_cli_source_parse(argc, argv, &prog, &o, &p, &e);
+	if (r != EB_CLI_CONTINUE)
+		return r;
 	if (optind + 1 != argc) {
 		log_error("Expected one EGD ADDRESS (/PATH or HOST:PORT); see --help");
-		return 2;
-	}
-	if (eb_cli_client_env(&o) < 0) {
-		log_error("Too many brokers in $EB_BROKER");
 		return 2;
 	}
 	e.address = argv[optind];
 	snprintf(kind, sizeof(kind), "egd %s", e.address);
 	snprintf(name, sizeof(name), "egd %s", e.address);
 	o.kind = kind;
-	o.claim_mbits_per_byte = p.gate.h_mbits;
 	p.name = name;
-	if (eb_cli_client_new(&o, &client) < 0)
+	if (eb_cli_source_client_new(&o, &p, "byte", &client) < 0)
 		return 2;
 	r = egd_connect(e.address, &fd);
 	if (r == -EINVAL) {
@@ -330,10 +320,5 @@ int main(int argc, char *argv[])
 	log_info("EGD server %s has %" PRIu32 " bits available", e.address, level);
 
 	r = eb_source_run(client, &p, sample, &e, &st);
-	if (r < 0)
-		return 1;
-	log_info("Donated %" PRIu64 " bytes from %s, %" PRIu64 " bits credited of %" PRIu64
-	         " claimed; %" PRIu64 " health-test alarm(s)",
-	         st.bytes, e.address, st.credited, st.claimed, st.alarms);
-	return 0;
+	return eb_cli_source_report(r, &st, "from", e.address);
 }

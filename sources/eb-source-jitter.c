@@ -7,7 +7,6 @@
  * traffic make that time wobble by a few nanoseconds each time. The wobble is what is credited,
  * at the conservative H that docs/sources.md derives from captures of this very sample. */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,72 +111,49 @@ static int check_timer(struct jitter *j)
 	return distinct >= 8 ? 0 : -EOPNOTSUPP;
 }
 
+enum { ARG_LOOPS = EB_CLI_ARG_FIRST_PRIVATE };
+
+static int parse_option(int c, const char *arg, void *userdata)
+{
+	(void)userdata;
+	if (c != ARG_LOOPS)
+		return -2;
+	return eb_cli_option_uint("loops", arg, JITTER_LOOPS_MAX, NULL, &arg_loops);
+}
+
 int main(int argc, char *argv[])
 {
-	enum { ARG_MIN_ENTROPY = EB_CLI_ARG_FIRST_PRIVATE, ARG_LOOPS };
 	static const struct option options[] = {
 	    EB_CLI_CLIENT_OPTIONS,
 	    EB_CLI_SOURCE_OPTIONS,
-	    {"min-entropy", required_argument, NULL, ARG_MIN_ENTROPY},
+	    EB_CLI_ESTIMATE_OPTION,
 	    {"loops", required_argument, NULL, ARG_LOOPS},
 	    {},
 	};
+	static const struct eb_cli_program prog = {.name = "eb-source-jitter",
+	                                           .help = help,
+	                                           .options = options,
+	                                           .option = parse_option,
+	                                           .no_arguments = true};
 	struct eb_client_options o = {.roles = EB_ROLE_SOURCE, .kind = "jitter"};
 	/* 8-bit samples, one per byte sent: H per sample is H per byte, and no cap beyond it. */
-	struct eb_source_params p = {
+	_cleanup_(eb_cli_source_params_done) struct eb_source_params p = {
 	    .name = "jitter",
 	    .gate = {.bits = 8, .h_mbits = JITTER_H_MBITS_DEFAULT, .cap_mbits_per_byte = 8000},
 	    .dump_fd = -EBADF,
 	};
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
 	_cleanup_free_ uint8_t *mem = NULL;
-	_cleanup_close_ int dump_fd = -EBADF;
 	struct eb_source_stats st;
 	struct jitter j;
-	int c, r;
+	int r;
 
 	log_setup(argv[0]);
-	while ((c = getopt_long(argc, argv, EB_CLI_CLIENT_SHORTOPTS, options, NULL)) >= 0) {
-		unsigned long long v;
+	r = eb_cli_source_parse(argc, argv, &prog, &o, &p, NULL);
+	if (r != EB_CLI_CONTINUE)
+		return r;
 
-		r = eb_cli_client_option(c, optarg, &o, "eb-source-jitter", help);
-		if (r == 0)
-			r = eb_cli_source_option(c, optarg, &p);
-		dump_fd = p.dump_fd;
-		if (r == -1)
-			return 0;
-		if (r == -2)
-			return 2;
-		if (r == 1)
-			continue;
-		if (c == ARG_MIN_ENTROPY) {
-			if (eb_cli_parse_mbits(optarg, 8000, &p.gate.h_mbits) < 0 ||
-			    p.gate.h_mbits == 0) {
-				log_error("Invalid --min-entropy \"%s\": expected 0.001-8 bits",
-				          optarg);
-				return 2;
-			}
-		} else if (c == ARG_LOOPS) {
-			if (eb_cli_parse_u64(optarg, 1, JITTER_LOOPS_MAX, &v) < 0) {
-				log_error("Invalid --loops \"%s\": expected 1-%u", optarg,
-				          JITTER_LOOPS_MAX);
-				return 2;
-			}
-			arg_loops = (unsigned)v;
-		} else
-			return 2;
-	}
-	if (optind < argc) {
-		log_error("Unexpected argument \"%s\"; see --help", argv[optind]);
-		return 2;
-	}
-	if (eb_cli_client_env(&o) < 0) {
-		log_error("Too many brokers in $EB_BROKER");
-		return 2;
-	}
-
-	o.claim_mbits_per_byte = p.gate.h_mbits;
-	if (eb_cli_client_new(&o, &client) < 0)
+	if (eb_cli_source_client_new(&o, &p, "byte", &client) < 0)
 		return 2;
 
 	mem = calloc(1, JITTER_MEM_SIZE);
@@ -191,11 +167,5 @@ int main(int argc, char *argv[])
 	}
 	r = eb_source_run(client, &p, sample, &j, &st);
 	explicit_bzero(mem, JITTER_MEM_SIZE);
-	if (r < 0)
-		return 1;
-	log_info("Took %" PRIu64 " samples (%" PRIu64 " admitted, %" PRIu64
-	         " health-test alarm(s)), donated %" PRIu64 " bytes, %" PRIu64
-	         " bits credited of %" PRIu64 " claimed",
-	         st.samples, st.admitted, st.alarms, st.bytes, st.credited, st.claimed);
-	return 0;
+	return eb_cli_source_report_samples(r, &st, "Took", "samples");
 }

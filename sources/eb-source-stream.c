@@ -3,7 +3,6 @@
  * USB serial TRNG (TrueRNG, OneRNG, ...). */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -263,84 +262,81 @@ static void help(void)
 		EB_CLI_CLIENT_HELP "\nSee eb-source-stream(1).\n");
 }
 
+enum { ARG_TYPE = EB_CLI_ARG_FIRST_PRIVATE, ARG_BAUD };
+
+/* No --min-entropy: the type's H. No real claim is this: it is at most 8000 millibits. */
+#define H_FROM_TYPE UINT32_MAX
+
+struct args {
+	const struct device_type *type; /* NULL: found from sysfs */
+	speed_t speed;                  /* B0: leave it */
+};
+
+static int parse_option(int c, const char *arg, void *userdata)
+{
+	struct args *a = userdata;
+	unsigned long long v;
+
+	switch (c) {
+	case ARG_TYPE:
+		a->type = type_by_name(arg);
+		if (!a->type) {
+			log_error("Unknown --type \"%s\"; see --help", arg);
+			return -2;
+		}
+		return 0;
+	case ARG_BAUD:
+		if (eb_cli_parse_u64(arg, 1, UINT32_MAX, &v) < 0 ||
+		    (a->speed = baud_to_speed(v)) == B0) {
+			log_error(
+			    "Invalid --baud \"%s\": expected a standard rate from 9600 to 4000000",
+			    arg);
+			return -2;
+		}
+		return 0;
+	default:
+		return -2;
+	}
+}
+
 int main(int argc, char *argv[])
 {
-	enum { ARG_TYPE = EB_CLI_ARG_FIRST_PRIVATE, ARG_H, ARG_BAUD };
 	static const struct option options[] = {
 	    EB_CLI_CLIENT_OPTIONS,
 	    EB_CLI_SOURCE_OPTIONS,
 	    {"type", required_argument, NULL, ARG_TYPE},
-	    {"min-entropy", required_argument, NULL, ARG_H},
+	    {"min-entropy", required_argument, NULL, EB_CLI_ARG_CREDIT},
 	    {"baud", required_argument, NULL, ARG_BAUD},
 	    {},
 	};
+	static const struct eb_cli_program prog = {
+	    .name = "eb-source-stream", .help = help, .options = options, .option = parse_option};
 	struct eb_client_options o = {.roles = EB_ROLE_SOURCE};
-	struct eb_source_params p = {
-	    .gate = {.bits = 8, .cap_mbits_per_byte = 8000},
+	_cleanup_(eb_cli_source_params_done) struct eb_source_params p = {
+	    .gate = {.bits = 8, .h_mbits = H_FROM_TYPE, .cap_mbits_per_byte = 8000},
 	    .dump_fd = -EBADF,
 	    .quarantine_ms = 1000,
 	};
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
-	_cleanup_close_ int dump_fd = -EBADF, fd = -EBADF;
-	const struct device_type *type = NULL;
+	_cleanup_close_ int fd = -EBADF;
+	struct args args = {.speed = B0};
+	const struct device_type *type;
 	char kind[EB_KIND_MAX + 1], name[256];
-	bool h_given = false;
-	speed_t speed = B0;
+	speed_t speed;
 	struct stat sst;
 	int nonblock = 0;
 	struct eb_source_stats st;
 	struct device d;
-	int c, r;
+	int r;
 
 	log_setup(argv[0]);
-	while ((c = getopt_long(argc, argv, EB_CLI_CLIENT_SHORTOPTS, options, NULL)) >= 0) {
-		unsigned long long v;
-
-		r = eb_cli_client_option(c, optarg, &o, "eb-source-stream", help);
-		if (r == 0)
-			r = eb_cli_source_option(c, optarg, &p);
-		dump_fd = p.dump_fd;
-		if (r == -1)
-			return 0;
-		if (r == -2)
-			return 2;
-		if (r == 1)
-			continue;
-		switch (c) {
-		case ARG_TYPE:
-			type = type_by_name(optarg);
-			if (!type) {
-				log_error("Unknown --type \"%s\"; see --help", optarg);
-				return 2;
-			}
-			break;
-		case ARG_H:
-			if (eb_cli_parse_mbits(optarg, 8000, &p.gate.h_mbits) < 0) {
-				log_error("Invalid --min-entropy \"%s\": expected 0-8 bits",
-				          optarg);
-				return 2;
-			}
-			h_given = true;
-			break;
-		case ARG_BAUD:
-			if (eb_cli_parse_u64(optarg, 1, UINT32_MAX, &v) < 0 ||
-			    (speed = baud_to_speed(v)) == B0) {
-				log_error(
-				    "Invalid --baud \"%s\": expected a standard rate from 9600 to 4000000",
-				    optarg);
-				return 2;
-			}
-			break;
-		default:
-			return 2;
-		}
-	}
+	r = eb_cli_source_parse(argc, argv, &prog, &o, &p, &args);
+	if (r != EB_CLI_CONTINUE)
+		return r;
+	type = args.type;
+	speed = args.speed;
 	if (optind + 1 != argc) {
 		log_error("Expected one DEVICE, such as /dev/hwrng; see --help");
-		return 2;
-	}
-	if (eb_cli_client_env(&o) < 0) {
-		log_error("Too many brokers in $EB_BROKER");
 		return 2;
 	}
 	d.path = argv[optind];
@@ -390,7 +386,7 @@ int main(int argc, char *argv[])
 	}
 	d.fd = fd;
 	d.read_max = strcmp(type->name, "hwrng") == 0 ? READ_MAX_HWRNG : READ_MAX_TTY;
-	if (!h_given)
+	if (p.gate.h_mbits == H_FROM_TYPE)
 		p.gate.h_mbits = type->h_mbits;
 
 	log_info("%s is a %s (--type %s)", d.path, type->what, type->name);
@@ -399,15 +395,9 @@ int main(int argc, char *argv[])
 	snprintf(kind, sizeof(kind), "stream %s %s", type->name, d.path);
 	snprintf(name, sizeof(name), "stream %s", d.path);
 	o.kind = kind;
-	o.claim_mbits_per_byte = p.gate.h_mbits;
 	p.name = name;
-	if (eb_cli_client_new(&o, &client) < 0)
+	if (eb_cli_source_client_new(&o, &p, "byte", &client) < 0)
 		return 2;
 	r = eb_source_run(client, &p, sample, &d, &st);
-	if (r < 0)
-		return 1;
-	log_info("Donated %" PRIu64 " bytes of %s, %" PRIu64 " bits credited of %" PRIu64
-	         " claimed; %" PRIu64 " health-test alarm(s)",
-	         st.bytes, d.path, st.credited, st.claimed, st.alarms);
-	return 0;
+	return eb_cli_source_report(r, &st, "of", d.path);
 }

@@ -9,7 +9,6 @@
  * It is slow (one sample per wake-up) but costs little CPU, and its noise is not
  * eb-source-jitter's: a second, independent source on the same machine. */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -75,19 +74,34 @@ static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
 	return (ssize_t)n;
 }
 
+enum { ARG_INTERVAL = EB_CLI_ARG_FIRST_PRIVATE };
+
+static int parse_option(int c, const char *arg, void *userdata)
+{
+	(void)userdata;
+	if (c != ARG_INTERVAL)
+		return -2;
+	return eb_cli_option_uint("interval", arg, TIMERS_INTERVAL_NS_MAX, "nanoseconds",
+	                          &arg_interval_ns);
+}
+
 int main(int argc, char *argv[])
 {
-	enum { ARG_MIN_ENTROPY = EB_CLI_ARG_FIRST_PRIVATE, ARG_INTERVAL };
 	static const struct option options[] = {
 	    EB_CLI_CLIENT_OPTIONS,
 	    EB_CLI_SOURCE_OPTIONS,
-	    {"min-entropy", required_argument, NULL, ARG_MIN_ENTROPY},
+	    EB_CLI_ESTIMATE_OPTION,
 	    {"interval", required_argument, NULL, ARG_INTERVAL},
 	    {},
 	};
+	static const struct eb_cli_program prog = {.name = "eb-source-timers",
+	                                           .help = help,
+	                                           .options = options,
+	                                           .option = parse_option,
+	                                           .no_arguments = true};
 	struct eb_client_options o = {.roles = EB_ROLE_SOURCE, .kind = "timers"};
 	/* 8-bit samples, one per byte sent: H per sample is H per byte, and no cap beyond it. */
-	struct eb_source_params p = {
+	_cleanup_(eb_cli_source_params_done) struct eb_source_params p = {
 	    .name = "timers",
 	    .gate = {.bits = 8, .h_mbits = TIMERS_H_MBITS_DEFAULT, .cap_mbits_per_byte = 8000},
 	    .dump_fd = -EBADF,
@@ -96,51 +110,14 @@ int main(int argc, char *argv[])
 	    .block = 1024,
 	};
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
-	_cleanup_close_ int dump_fd = -EBADF;
 	struct eb_source_stats st;
-	int c, r;
+	int r;
 
 	log_setup(argv[0]);
-	while ((c = getopt_long(argc, argv, EB_CLI_CLIENT_SHORTOPTS, options, NULL)) >= 0) {
-		unsigned long long v;
-
-		r = eb_cli_client_option(c, optarg, &o, "eb-source-timers", help);
-		if (r == 0)
-			r = eb_cli_source_option(c, optarg, &p);
-		dump_fd = p.dump_fd;
-		if (r == -1)
-			return 0;
-		if (r == -2)
-			return 2;
-		if (r == 1)
-			continue;
-		if (c == ARG_MIN_ENTROPY) {
-			if (eb_cli_parse_mbits(optarg, 8000, &p.gate.h_mbits) < 0 ||
-			    p.gate.h_mbits == 0) {
-				log_error("Invalid --min-entropy \"%s\": expected 0.001-8 bits",
-				          optarg);
-				return 2;
-			}
-		} else if (c == ARG_INTERVAL) {
-			if (eb_cli_parse_u64(optarg, 1, TIMERS_INTERVAL_NS_MAX, &v) < 0) {
-				log_error("Invalid --interval \"%s\": expected 1-%u nanoseconds",
-				          optarg, TIMERS_INTERVAL_NS_MAX);
-				return 2;
-			}
-			arg_interval_ns = (unsigned)v;
-		} else
-			return 2;
-	}
-	if (optind < argc) {
-		log_error("Unexpected argument \"%s\"; see --help", argv[optind]);
-		return 2;
-	}
-	if (eb_cli_client_env(&o) < 0) {
-		log_error("Too many brokers in $EB_BROKER");
-		return 2;
-	}
-	o.claim_mbits_per_byte = p.gate.h_mbits;
-	if (eb_cli_client_new(&o, &client) < 0)
+	r = eb_cli_source_parse(argc, argv, &prog, &o, &p, NULL);
+	if (r != EB_CLI_CONTINUE)
+		return r;
+	if (eb_cli_source_client_new(&o, &p, "byte", &client) < 0)
 		return 2;
 
 	/* The default slack (50 us) would round every wake-up to the kernel's convenience; the
@@ -149,11 +126,5 @@ int main(int argc, char *argv[])
 		log_warning_errno(errno, "Failed to set the timer slack, ignoring: %m");
 
 	r = eb_source_run(client, &p, sample, NULL, &st);
-	if (r < 0)
-		return 1;
-	log_info("Took %" PRIu64 " samples (%" PRIu64 " admitted, %" PRIu64
-	         " health-test alarm(s)), donated %" PRIu64 " bytes, %" PRIu64
-	         " bits credited of %" PRIu64 " claimed",
-	         st.samples, st.admitted, st.alarms, st.bytes, st.credited, st.claimed);
-	return 0;
+	return eb_cli_source_report_samples(r, &st, "Took", "samples");
 }
