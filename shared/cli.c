@@ -138,11 +138,6 @@ static int source_option(int c, const char *arg, const char *name, struct eb_sou
 	}
 }
 
-int eb_cli_source_option(int c, const char *arg, struct eb_source_params *p)
-{
-	return source_option(c, arg, "?", p);
-}
-
 int eb_cli_source_parse(int argc, char *argv[], const struct eb_cli_program *prog,
                         struct eb_client_options *o, struct eb_source_params *p, void *userdata)
 {

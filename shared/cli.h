@@ -132,10 +132,6 @@ int eb_cli_source_report_samples(int r, const struct eb_source_stats *st, const 
 int eb_cli_client_option(int c, const char *arg, struct eb_client_options *o, const char *program,
                          void (*help)(void));
 
-/* Handles one of the source options into p (--dump-raw opens its file, mode 0600, truncated):
- * 1 when it was one, 0 when not, -2 for a usage or open error (already logged). */
-int eb_cli_source_option(int c, const char *arg, struct eb_source_params *p);
-
 /* Fills in what the command line left out from the environment, so that a unit can take them
  * from an EnvironmentFile=: $EB_BROKER (broker URIs separated by spaces) when no --broker was
  * given, $EB_USER when no --user. Empty variables count as unset. */
