@@ -35,6 +35,7 @@
 
 struct eb_pool {
 	EVP_MD *sha512;
+	EVP_MD_CTX *fresh; /* initialised and never fed: copied to start each block */
 	EVP_MD_CTX *acc;   /* conditioning accumulator: credited input only */
 	EVP_MD_CTX *spill; /* uncredited input, digested into mix for the DRBGs */
 	EVP_RAND_CTX *xor_drbg;
@@ -128,14 +129,16 @@ int eb_pool_new(uint64_t capacity_bits, struct eb_pool **ret, bool *ret_locked)
 
 	r = -ENOMEM;
 	pool->sha512 = EVP_MD_fetch(NULL, "SHA512", NULL);
+	pool->fresh = EVP_MD_CTX_new();
 	pool->acc = EVP_MD_CTX_new();
 	pool->spill = EVP_MD_CTX_new();
-	if (!pool->sha512 || !pool->acc || !pool->spill)
+	if (!pool->sha512 || !pool->fresh || !pool->acc || !pool->spill)
 		goto fail;
 	/* The digest is fetched once: an implicit fetch per EVP_DigestInit would cost more than
 	 * hashing a conditioning block. */
 	r = -EIO;
-	if (EVP_DigestInit_ex2(pool->acc, pool->sha512, NULL) != 1 ||
+	if (EVP_DigestInit_ex2(pool->fresh, pool->sha512, NULL) != 1 ||
+	    EVP_MD_CTX_copy_ex(pool->acc, pool->fresh) != 1 ||
 	    EVP_DigestInit_ex2(pool->spill, pool->sha512, NULL) != 1)
 		goto fail;
 
@@ -171,6 +174,7 @@ struct eb_pool *eb_pool_free(struct eb_pool *pool)
 	/* Consumed blocks were wiped when they were spent; only those still held remain. The
 	 * OpenSSL contexts wipe their own state when freed. */
 	consume(pool, pool->held);
+	EVP_MD_CTX_free(pool->fresh);
 	EVP_MD_CTX_free(pool->acc);
 	EVP_MD_CTX_free(pool->spill);
 	EVP_MD_free(pool->sha512);
@@ -188,6 +192,10 @@ struct eb_pool *eb_pool_free(struct eb_pool *pool)
 static uint64_t credit_prefix(size_t x, uint64_t credit, size_t len)
 {
 #ifdef __SIZEOF_INT128__
+	/* Inputs are at most a frame, and their credit 8 bits a byte: the product fits 64 bits,
+	 * and a 64-bit division is several times cheaper than __udivti3, twice per block. */
+	if (x <= UINT32_MAX && credit <= UINT32_MAX)
+		return (uint64_t)x * credit / len;
 	return (uint64_t)((unsigned __int128)x * credit / len);
 #else
 	/* Here size_t has 32 bits and credit < 2^33 (bounded by the room), so this fits. */
@@ -199,6 +207,8 @@ static uint64_t credit_prefix(size_t x, uint64_t credit, size_t len)
 static size_t credit_bytes(uint64_t target, uint64_t credit, size_t len)
 {
 #ifdef __SIZEOF_INT128__
+	if (target <= UINT32_MAX && len <= UINT32_MAX && credit <= UINT32_MAX)
+		return (size_t)(((uint64_t)target * len + credit - 1) / credit);
 	return (size_t)(((unsigned __int128)target * len + credit - 1) / credit);
 #else
 	return (size_t)(((uint64_t)target * len + credit - 1) / credit);
@@ -212,8 +222,12 @@ static int emit_block(struct eb_pool *pool)
 
 	assert(pool->held < pool->nblocks);
 	slot = block_at(pool, pool->held);
+	/* The next block starts from a copy of an initialised context. OpenSSL 3.0's
+	 * EVP_DigestInit_ex2() would free and reallocate the provider's context too, and also
+	 * consult the ENGINE table under a lock: at one block per 72 bytes of input the copy
+	 * runs 2 % fewer instructions per block (callgrind, tests/bench/pool's loop). */
 	if (EVP_DigestFinal_ex(pool->acc, slot, &n) != 1 || n != BLOCK_BYTES ||
-	    EVP_DigestInit_ex2(pool->acc, NULL, NULL) != 1) {
+	    EVP_MD_CTX_copy_ex(pool->acc, pool->fresh) != 1) {
 		OPENSSL_cleanse(slot, BLOCK_BYTES);
 		return -EIO;
 	}
