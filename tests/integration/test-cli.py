@@ -183,6 +183,44 @@ def test():
                 usage_error(cli, progs[name], ["-b", uri, *rest[name]], [f'"{uri}"'],
                             f"{name} -b {uri}")
 
+        # What every source shares through eb_cli_source_parse(): a bad value names its option
+        # and exits 2 before anything runs, in every program that takes the option.
+        sources = [n for n in CLIENTS if n.startswith("eb-source-") or n == "eb-proxy-knuth"]
+        credit = ("eb-source-file", "eb-source-exec", "eb-proxy-knuth", "eb-source-kernel")
+        capped = ("eb-source-file", "eb-source-exec", "eb-proxy-knuth")
+        estimate = ("eb-source-egd", "eb-source-stream")  # --min-entropy only, 0-8
+        measured = ("eb-source-jitter", "eb-source-timers")  # --min-entropy 0.001-8
+        bad_bits = ("8.001", "x", "-1", "1e3", "")
+        no_dir = os.path.join(tmp, "no", "such", "dir", "raw")
+        too_many = " ".join(["unix:/nonexistent"] * 17)
+        for name in sources:
+            p, r = progs[name], rest[name]
+            ok = ["-b", "unix:/nonexistent"]
+            usage_error(cli, p, [*ok, "--samples", "0", *r], ['--samples "0"'],
+                        f"{name} --samples 0")
+            usage_error(cli, p, [*ok, "--dump-raw", no_dir, *r], ["--dump-raw", no_dir],
+                        f"{name} --dump-raw in a missing directory")
+            usage_error(cli, p, r, ["$EB_BROKER"], f"{name} with 17 brokers in $EB_BROKER",
+                        env=dict(cli.env, EB_BROKER=too_many))
+            opts = ((["--credit-per-byte", "--min-entropy"] if name in credit else []) +
+                    (["--max-credit-per-byte"] if name in capped else []) +
+                    (["--min-entropy"] if name in estimate else []))
+            for opt in opts:
+                for bad in bad_bits:
+                    usage_error(cli, p, [*ok, opt, bad, *r], [f'{opt} "{bad}"', "0-8 bits"],
+                                f"{name} {opt} {bad!r}")
+                usage_error(cli, p, [*ok, f"{opt}=9", *r], [f'{opt} "9"'], f"{name} {opt}=9")
+            if name in measured:
+                for bad in ("0", "8.5", "x"):
+                    usage_error(cli, p, [*ok, "--min-entropy", bad, *r],
+                                [f'--min-entropy "{bad}"', "0.001-8 bits"],
+                                f"{name} --min-entropy {bad}")
+            for opt in ("--credit-per-byte", "--max-credit-per-byte"):
+                if opt not in opts:
+                    usage_error(cli, p, [*ok, opt, "1", *r], [opt], f"{name} has no {opt}")
+            if not r:  # it takes no arguments
+                usage_error(cli, p, [*ok, "extra"], ['"extra"'], f"{name} with an argument")
+
         # A key file its group may read is refused, by path, with the fix.
         for name in CLIENTS:
             p = progs[name]
