@@ -19,6 +19,10 @@
 /* A FIFO gets a page at a time and holds one page: what a reader has not asked for is drawn
  * from the broker a page ahead at most, and what a departing reader leaves is little. */
 #define FIFO_CHUNK 4096
+/* Otherwise a request is the most whole 64-byte pool blocks whose DATA frame (16 bytes of
+ * headers) fills four 16 KiB TLS records: 64 KiB would add a fifth record of 16 bytes, an
+ * encryption and a write(2) more at the broker per frame, and a block part of which is wiped. */
+#define CHUNK (1023 * 64)
 
 static unsigned long long arg_bytes;
 static const char *arg_output;
@@ -105,23 +109,25 @@ static int fifo_open(const char *path, int *ret_fd)
 	return 0;
 }
 
-/* Writes to the FIFO; when its reader goes away (EPIPE), the rest goes to the next one. What
- * the last reader left unread goes to the next reader or with the pipe: nobody reads a byte
- * twice. */
+/* Writes to the FIFO; when its reader goes away (EPIPE), the rest goes to the next one. The
+ * old write end is closed only after the new one is open: a reader that opened in between has
+ * joined the same pipe, and closing the only write end under it would show it end-of-file.
+ * What the last reader left unread goes to the next reader: nobody reads a byte twice. */
 static int fifo_write(int *fd, const uint8_t *p, size_t n)
 {
 	while (n > 0) {
 		ssize_t k = write(*fd, p, n);
-		int r;
+		int next, r;
 
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0 && errno == EPIPE) {
 			log_debug("The reader of %s went away", arg_fifo);
-			*fd = safe_close(*fd);
-			r = fifo_open(arg_fifo, fd);
+			r = fifo_open(arg_fifo, &next);
 			if (r < 0)
 				return r;
+			safe_close(*fd);
+			*fd = next;
 			continue;
 		}
 		if (k < 0)
@@ -202,7 +208,7 @@ int main(int argc, char *argv[])
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
 	static uint8_t buf[EB_DATA_MAX];
 	uint64_t written = 0, requested = 0, deadline = 0;
-	size_t in_flight[WINDOW], chunk = EB_DATA_MAX;
+	size_t in_flight[WINDOW], chunk = CHUNK;
 	unsigned n_in_flight = 0, window = WINDOW;
 	int fd = STDOUT_FILENO, r;
 
