@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "macro.h"
 
@@ -249,6 +250,115 @@ static bool scan(struct eb_health *h, const uint8_t *s, size_t m)
 	return true;
 }
 
+/* Sixteen samples at a time in portable vector code (GCC and clang lower it to SSE2, NEON, or
+ * scalar code); memcpy() is an unaligned load. */
+typedef uint8_t vec_u8 __attribute__((vector_size(16)));
+#define VEC_LEN sizeof(vec_u8)
+
+static vec_u8 vec_load(const uint8_t *p)
+{
+	vec_u8 v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static bool vec_any(vec_u8 v)
+{
+	uint64_t w[2];
+
+	memcpy(w, &v, sizeof(w));
+	return (w[0] | w[1]) != 0;
+}
+
+/* How many of s[0..m) equal a. */
+static size_t count_equal(const uint8_t *s, size_t m, uint8_t a)
+{
+	size_t i = 0, n = 0;
+	vec_u8 va;
+
+	memset(&va, a, sizeof(va));
+
+	while (i + VEC_LEN <= m) {
+		/* Each lane counts one in 16 samples: at most 255 rounds before it wraps. */
+		size_t end = i + MIN(m - i, (size_t)255 * VEC_LEN);
+		vec_u8 acc = {};
+
+		for (; i + VEC_LEN <= end; i += VEC_LEN)
+			acc -= (vec_u8)(vec_load(s + i) == va); /* a lane is 0xff where equal */
+		for (size_t k = 0; k < VEC_LEN; k++)
+			n += acc[k];
+	}
+	for (; i < m; i++)
+		n += s[i] == a;
+	return n;
+}
+
+/* Whether s[0..m) has RUN_SCREEN equal samples in a row anywhere. */
+#define RUN_SCREEN 4u
+static bool has_run4(const uint8_t *s, size_t m)
+{
+	vec_u8 hit = {};
+	size_t i = 0;
+	bool tail = false;
+
+	for (; i + VEC_LEN + RUN_SCREEN - 1 <= m; i += VEC_LEN) {
+		vec_u8 a = vec_load(s + i), b = vec_load(s + i + 1), c = vec_load(s + i + 2),
+		       d = vec_load(s + i + 3);
+
+		hit |= (vec_u8)((a == b) & (b == c) & (c == d));
+	}
+	for (; i + RUN_SCREEN - 1 < m; i++)
+		tail |= (s[i] == s[i + 1]) & (s[i + 1] == s[i + 2]) & (s[i + 2] == s[i + 3]);
+	return tail || vec_any(hit);
+}
+
+/* scan() without its serial dependency: every RCT cutoff is at least RUN_SCREEN (H <= 8 bits and
+ * alpha = 2^-20 give C = 1 + ceil(20 / H) >= 4), so a block without RUN_SCREEN equal samples in a
+ * row cannot fire the RCT except through the run it continues, and that run and the one it ends
+ * with are a few samples long on data worth testing. The APT count is a vector compare. Where
+ * the screen finds a run (a stuck or low-entropy source), scan() decides exactly. Same contract
+ * and same committed state as scan(). */
+static bool scan_fast(struct eb_health *h, const uint8_t *s, size_t m)
+{
+	uint8_t a = h->apt_pos == 0 ? s[0] : h->apt_value;
+	unsigned b = h->apt_pos == 0 ? 0 : h->apt_count;
+	size_t p = 0, t = 1;
+
+	/* Samples under 4 bits wide repeat too often for the screen to pass: straight to scan(). */
+	if (h->bits < 4 || h->rct_cutoff < RUN_SCREEN || m == 0)
+		return scan(h, s, m);
+
+	/* m is at most an APT window, far below UINT_MAX. */
+	b += (unsigned)count_equal(s, m, a);
+	if (b >= h->apt_cutoff)
+		return false;
+
+	/* The run carried in from the last call goes on for p samples (run counts as scan()'s
+	 * does: a restart's 0 becomes 1 on the first sample either way). */
+	while (p < m && s[p] == h->rct_value)
+		p++;
+	if (h->rct_count + p >= h->rct_cutoff)
+		return false;
+	if (p < m) {
+		if (has_run4(s, m))
+			return scan(h, s, m);
+		/* No run of RUN_SCREEN: the last one, which starts after the carried one, is
+		 * shorter. */
+		while (t < m && s[m - 1 - t] == s[m - 1])
+			t++;
+	} else
+		t = h->rct_count + m;
+
+	h->rct_value = s[m - 1];
+	h->rct_count = (unsigned)t;
+	h->apt_value = a;
+	h->apt_count = b;
+	h->apt_pos = (unsigned)((h->apt_pos + m) % h->apt_window);
+	h->samples += m;
+	return true;
+}
+
 int eb_health_feed(struct eb_health *h, const uint8_t *samples, size_t n, size_t *ret_ok)
 {
 	size_t ok = 0;
@@ -276,7 +386,7 @@ int eb_health_feed(struct eb_health *h, const uint8_t *samples, size_t n, size_t
 		if (h->state != EB_HEALTH_OK)
 			m = MIN(m, (size_t)(EB_HEALTH_STARTUP_SAMPLES - h->clean));
 
-		if (scan(h, samples + i, m)) {
+		if (scan_fast(h, samples + i, m)) {
 			if (h->state == EB_HEALTH_OK)
 				ok += m;
 			else if ((h->clean += (unsigned)m) == EB_HEALTH_STARTUP_SAMPLES)

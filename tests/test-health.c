@@ -693,6 +693,10 @@ static void test_fast_path_matches_model(void **state)
 	(void)state;
 
 	for (uint64_t seed = 0; seed < 4; seed++) {
+		/* H = 8 and 7 have the RCT cutoff (4) that the fast path's run screen looks for
+		 * exactly; 6 one above it. */
+		check_against_model(8, 8, seed);
+		check_against_model(8, 7, seed);
 		check_against_model(8, 6, seed);
 		check_against_model(8, 2, seed);
 		check_against_model(4, 3, seed);
