@@ -139,7 +139,8 @@ int eb_gate_feed(struct eb_gate *g, const uint8_t *samples, size_t n, uint8_t *o
 		if (r < 0)
 			return r;
 	} else if (g->p.bits == 8) {
-		memcpy(out, samples, n);
+		if (out != samples) /* tested in place */
+			memcpy(out, samples, n);
 		b.len = n;
 	} else
 		b.len = pack(samples, n, g->p.bits, out);

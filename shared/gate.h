@@ -55,7 +55,9 @@ int eb_gate_init(struct eb_gate *g, const struct eb_gate_params *p);
 /* The bytes a block of n samples can become; size the out buffer of eb_gate_feed() with it. */
 size_t eb_gate_out_max(const struct eb_gate *g, size_t n);
 
-/* Passes n raw samples (one per byte, n <= EB_GATE_BLOCK_MAX) through the gate into out.
+/* Passes n raw samples (one per byte, n <= EB_GATE_BLOCK_MAX) through the gate into out, which
+ * may be samples itself for 8-bit samples without Von Neumann debiasing (they are sent as they
+ * are); otherwise the two must not overlap.
  * Credit is the least of: the admitted samples times H (fractions of a bit carry over to the
  * next block that earns credit), 8 bits per byte sent, and the cap per byte sent. -EDOM when a
  * sample is wider than the sample width, -ENOBUFS when out_size is below eb_gate_out_max(),

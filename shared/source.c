@@ -190,6 +190,7 @@ int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_sour
 	struct pending q = {};
 	struct eb_gate g;
 	size_t block;
+	bool in_place;
 	int r;
 
 	r = eb_gate_init(&g, &p->gate);
@@ -204,9 +205,12 @@ int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_sour
 	block = p->block > 0 ? MIN(p->block, (size_t)EB_GATE_BLOCK_MAX) : EB_GATE_BLOCK_DEFAULT;
 	/* One spare byte covers a partial Von Neumann byte or a part-filled packed byte. */
 	q.size = MAX((size_t)PUT_BYTES_MAX, block + 1);
-	raw = malloc(block);
+	/* 8-bit samples are sent as they are: they are sampled straight behind what is pending
+	 * and tested there, not copied from a buffer of their own that would need a wipe too. */
+	in_place = p->gate.bits == 8 && !p->gate.vonneumann;
+	raw = in_place ? NULL : malloc(block);
 	pend_buf = malloc(q.size);
-	if (!raw || !pend_buf)
+	if ((!in_place && !raw) || !pend_buf)
 		return log_oom();
 	q.buf = pend_buf;
 	log_start(p, &g);
@@ -214,6 +218,7 @@ int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_sour
 	for (;;) {
 		struct eb_gate_block b;
 		size_t want = block;
+		uint8_t *s;
 		uint64_t start;
 		bool eof, resting;
 		ssize_t n;
@@ -243,8 +248,18 @@ int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_sour
 			log_debug("Broker %s wants data again", eb_client_broker(c));
 		}
 
+		/* The gate writes straight behind what is pending: room for the most the block can
+		 * become (a Von Neumann block's output depends on its data), and for its samples
+		 * when they are taken there. */
+		if (MAX(eb_gate_out_max(&g, want), in_place ? want : 0) > q.size - q.len) {
+			r = send_pending(c, &q, &st);
+			if (r < 0)
+				goto finish;
+		}
+		s = in_place ? q.buf + q.len : raw;
+
 		start = now_ns();
-		n = take(sample, userdata, raw, want, &eof);
+		n = take(sample, userdata, s, want, &eof);
 		if (n < 0) {
 			r = (int)n;
 			if (r == -EOVERFLOW)
@@ -252,7 +267,7 @@ int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_sour
 			goto finish;
 		}
 		if (p->dump_fd >= 0 && n > 0) {
-			r = write_full(p->dump_fd, raw, (size_t)n);
+			r = write_full(p->dump_fd, s, (size_t)n);
 			if (r < 0) {
 				log_error_errno(r, "Failed to write raw samples: %m");
 				goto finish;
@@ -260,15 +275,9 @@ int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_sour
 		}
 		st.samples += (uint64_t)n;
 
-		/* The gate writes straight behind what is pending; a Von Neumann block's output
-		 * depends on its data, so make room for the most it could be. */
-		if (eb_gate_out_max(&g, (size_t)n) > q.size - q.len) {
-			r = send_pending(c, &q, &st);
-			if (r < 0)
-				goto finish;
-		}
-		r = eb_gate_feed(&g, raw, (size_t)n, q.buf + q.len, q.size - q.len, &b);
-		explicit_bzero(raw, (size_t)n);
+		r = eb_gate_feed(&g, s, (size_t)n, q.buf + q.len, q.size - q.len, &b);
+		if (!in_place)
+			explicit_bzero(raw, (size_t)n);
 		if (r == -EDOM) {
 			log_error("%s gave a sample wider than %u bits", p->name, p->gate.bits);
 			goto finish;
@@ -323,7 +332,8 @@ finish:
 	 * they would have been had the source been slower. */
 	if (r != -EACCES && q.len > 0 && eb_client_connected(c))
 		(void)send_pending(c, &q, &st);
-	explicit_bzero(raw, block);
+	if (raw)
+		explicit_bzero(raw, block);
 	explicit_bzero(q.buf, q.size);
 	st.credited = eb_client_bits_credited(c);
 	st.alarms = g.tested ? g.health.episodes : 0;

@@ -120,6 +120,36 @@ static void test_startup_and_good_data(void **state)
 	}
 }
 
+/* 8-bit samples tested in place, out == samples, as the source runtime does: the same verdicts
+ * and credit as from a separate buffer, and the bytes left as they were. */
+static void test_in_place(void **state)
+{
+	static uint8_t samples[BLOCK], copy[BLOCK], out[BLOCK + 1];
+	struct eb_gate g, h;
+	struct eb_gate_block b, c;
+	uint64_t seed = 5;
+
+	(void)state;
+
+	init(&g, 8, 6000, 8000, false);
+	init(&h, 8, 6000, 8000, false);
+	for (int i = 0; i < 10; i++) {
+		splitmix64_samples(&seed, samples, BLOCK, 8);
+		if (i == 4)
+			memset(samples + 100, 0x17, 50); /* an alarm in the middle */
+		memcpy(copy, samples, BLOCK);
+		assert_int_equal(eb_gate_feed(&g, samples, BLOCK, out, sizeof(out), &b), 0);
+		assert_int_equal(eb_gate_feed(&h, copy, BLOCK, copy, BLOCK, &c), 0);
+		assert_int_equal(c.len, b.len);
+		assert_int_equal(c.ok, b.ok);
+		assert_int_equal(c.credit, b.credit);
+		assert_int_equal(c.send, b.send);
+		assert_int_equal(c.alarm, b.alarm);
+		assert_memory_equal(copy, samples, BLOCK);
+	}
+	assert_int_equal(h.health.episodes, 1);
+}
+
 static void test_startup_short_blocks(void **state)
 {
 	uint8_t samples[256], out[257];
@@ -363,6 +393,7 @@ int main(void)
 	    cmocka_unit_test(test_credit_arithmetic),
 	    cmocka_unit_test(test_credit_sums),
 	    cmocka_unit_test(test_startup_and_good_data),
+	    cmocka_unit_test(test_in_place),
 	    cmocka_unit_test(test_startup_short_blocks),
 	    cmocka_unit_test(test_stuck_then_recovered),
 	    cmocka_unit_test(test_alarm_forfeits_block),

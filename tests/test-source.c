@@ -156,6 +156,7 @@ struct input {
 	uint64_t seed;
 	bool stuck;
 	uint64_t stuck_at, stuck_len; /* a stuck stretch in good noise: its samples' indexes */
+	unsigned bits;                /* sample width; 0: 8 */
 	size_t piece;
 	uint64_t ns_per_call;
 	uint64_t left; /* samples before the end of the input */
@@ -177,7 +178,7 @@ static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
 	if (in->stuck)
 		memset(buf, 0x42, n);
 	else
-		splitmix64_samples(&in->seed, buf, n, 8);
+		splitmix64_samples(&in->seed, buf, n, in->bits ? in->bits : 8);
 	for (size_t i = 0; i < n; i++)
 		if (in->pos + i >= in->stuck_at && in->pos + i - in->stuck_at < in->stuck_len)
 			buf[i] = 0x42;
@@ -421,6 +422,26 @@ static void test_alarm_between_coalesced_blocks(void **state)
 	assert_int_equal(st.claimed, (2 * (3 * 4096 - 1024) + 2) * 4);
 }
 
+static void test_packed_samples(void **state)
+{
+	struct eb_source_params p = params(3000, 8000);
+	struct input in = {.seed = 11, .bits = 4, .piece = 1000, .left = 40 * 4096};
+	struct eb_source_stats st;
+
+	(void)state;
+
+	/* 4-bit samples go through a buffer of their own and are packed two to a byte: 31 blocks
+	 * of 2048 bytes fill a PUT (63488; a 32nd would pass 65520), the rest goes at the end. */
+	p.gate.bits = 4;
+	assert_int_equal(eb_source_run(client, &p, sample, &in, &st), 0);
+	assert_int_equal(fake.puts, 2);
+	assert_int_equal(fake.lens[0], 31 * 2048);
+	assert_int_equal(fake.lens[1], 9 * 2048);
+	assert_int_equal(fake.credits[0], (31 * 4096 - 1024) * 3);
+	assert_int_equal(fake.credits[1], 9 * 4096 * 3);
+	assert_int_equal(st.bytes, 40 * 2048);
+}
+
 static void test_bad_params(void **state)
 {
 	struct eb_source_params p = params(9000, 8000);
@@ -447,6 +468,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_fast_source_coalesced, setup),
 	    cmocka_unit_test_setup(test_hold_time, setup),
 	    cmocka_unit_test_setup(test_alarm_between_coalesced_blocks, setup),
+	    cmocka_unit_test_setup(test_packed_samples, setup),
 	    cmocka_unit_test_setup(test_bad_params, setup),
 	};
 
