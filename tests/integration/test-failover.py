@@ -113,7 +113,10 @@ def fill(b, tmp):
 
 def sink(*args):
     return subprocess.Popen([prog("eb-sink-file"), *args, "--bytes", str(N), "--timeout", "60",
-                             "-v"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             "-v"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            # Unbuffered: communicate() reads the fd itself after the test read
+                            # a part, and would miss what a buffered reader had read ahead.
+                            bufsize=0)
 
 
 def kill(b):
