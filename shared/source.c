@@ -220,7 +220,7 @@ int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_sour
 		size_t want = block;
 		uint8_t *s;
 		uint64_t start;
-		bool eof, resting;
+		bool eof, failed_before, resting;
 		ssize_t n;
 
 		if (p->max_samples > 0) {
@@ -258,6 +258,7 @@ int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_sour
 		}
 		s = in_place ? q.buf + q.len : raw;
 
+		failed_before = g.tested && eb_health_get_state(&g.health) == EB_HEALTH_FAILED;
 		start = now_ns();
 		n = take(sample, userdata, s, want, &eof);
 		if (n < 0) {
@@ -305,7 +306,10 @@ int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_sour
 
 		if (eof)
 			break;
-		resting = g.tested && eb_health_get_state(&g.health) == EB_HEALTH_FAILED &&
+		/* Rest only while a failure lasts: a block that began and ended failed. A single
+		 * false alarm on good data is over within the next 1024 samples, and resting for it
+		 * would only cost output. */
+		resting = failed_before && eb_health_get_state(&g.health) == EB_HEALTH_FAILED &&
 		          p->quarantine_ms > 0;
 		/* Send when the next block might not fit, when the first block has waited long
 		 * enough, or before resting. */

@@ -406,12 +406,12 @@ static void test_alarm_between_coalesced_blocks(void **state)
 	(void)state;
 
 	/* Three good blocks are pending when the fourth sticks: they keep their credit and are
-	 * sent before the quarantine's rest; the stuck blocks are not sent; the block that
-	 * re-admits the source earns credit after its 1024 clean samples, and goes out with the
-	 * rest at the end. */
+	 * sent before the quarantine's rest, which begins with the second stuck block; the stuck
+	 * blocks are not sent; the block that re-admits the source earns credit after its 1024
+	 * clean samples, and goes out with the rest at the end. */
 	p.quarantine_ms = 1;
 	assert_int_equal(eb_source_run(client, &p, sample, &in, &st), 0);
-	assert_string_equal(fake.events, "CssssPsssssP");
+	assert_string_equal(fake.events, "CsssssPssssP");
 	assert_int_equal(fake.lens[0], 3 * 4096);
 	assert_int_equal(fake.credits[0], (3 * 4096 - 1024) * 4);
 	assert_int_equal(fake.lens[1], 3 * 4096);
@@ -420,6 +420,28 @@ static void test_alarm_between_coalesced_blocks(void **state)
 	assert_int_equal(fake.credits[1], (3 * 4096 - 1024 + 2) * 4);
 	assert_int_equal(st.alarms, 1);
 	assert_int_equal(st.claimed, (2 * (3 * 4096 - 1024) + 2) * 4);
+}
+
+static void test_no_rest_for_one_alarm(void **state)
+{
+	struct eb_source_params p = params(4000, 8000);
+	struct input in = {
+	    .seed = 12, .piece = 4096, .stuck_at = 4096 - 8, .stuck_len = 8, .left = 3 * 4096};
+	struct eb_source_stats st;
+	time_t t0 = time(NULL);
+
+	(void)state;
+
+	/* A run at the end of the first block fires the RCT (cutoff 6) and leaves the source
+	 * failed at the block's end; the next block re-admits it. That is a false alarm's story,
+	 * not a stuck source's: no 3 s rest. */
+	p.quarantine_ms = 3000;
+	assert_int_equal(eb_source_run(client, &p, sample, &in, &st), 0);
+	assert_int_equal(st.alarms, 1);
+	assert_true(time(NULL) - t0 < 2);
+	/* The first block's credit went with the alarm; the second earns after its first 1022
+	 * samples (the stuck run's last 2 samples after the alarm count as clean). */
+	assert_int_equal(st.claimed, (4096 - 1022 + 4096) * 4);
 }
 
 static void test_packed_samples(void **state)
@@ -468,6 +490,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_fast_source_coalesced, setup),
 	    cmocka_unit_test_setup(test_hold_time, setup),
 	    cmocka_unit_test_setup(test_alarm_between_coalesced_blocks, setup),
+	    cmocka_unit_test_setup(test_no_rest_for_one_alarm, setup),
 	    cmocka_unit_test_setup(test_packed_samples, setup),
 	    cmocka_unit_test_setup(test_bad_params, setup),
 	};
