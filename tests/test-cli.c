@@ -258,8 +258,8 @@ static void test_environment(void **state)
 	assert_string_equal(run.o.brokers[0], "unix:/c");
 	assert_string_equal(run.o.user, "carol");
 	/* More brokers than a client takes is a usage error. */
-	for (unsigned k = 0; k <= EB_CLIENT_BROKERS_MAX; k++)
-		strcat(many, "unix:/m ");
+	for (size_t k = 0, len = 0; k <= EB_CLIENT_BROKERS_MAX; k++)
+		len += (size_t)snprintf(many + len, sizeof(many) - len, "unix:/m ");
 	assert_int_equal(setenv("EB_BROKER", many, 1), 0);
 	assert_int_equal(PARSE(&run, "--samples", "1"), 2);
 	assert_int_equal(unsetenv("EB_BROKER"), 0);
