@@ -14,6 +14,7 @@
 
 #include <openssl/crypto.h>
 
+#include "io.h"
 #include "macro.h"
 
 #define KEY_HEX_LEN (EB_KEY_SIZE * 2)
@@ -110,21 +111,6 @@ int eb_key_load(const char *path, uint8_t ret_key[EB_KEY_SIZE])
 	return 0;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t k = write(fd, p, n);
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return negative_errno();
-		}
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 /* Makes the new directory entry durable too; a key that vanishes with a power cut would leave a
  * peer holding a key the broker no longer knows. Best effort: the file itself is already synced. */
 static void fsync_parent(const char *path)
@@ -178,7 +164,7 @@ int eb_key_generate(const char *path)
 		return r;
 	}
 
-	r = write_all(fd, hex, sizeof(hex));
+	r = eb_write_all(fd, hex, sizeof(hex));
 	OPENSSL_cleanse(hex, sizeof(hex));
 	if (r >= 0 && fsync(fd) < 0)
 		r = negative_errno();

@@ -16,6 +16,7 @@
 
 #include <openssl/crypto.h>
 
+#include "io.h"
 #include "macro.h"
 #include "pool.h"
 
@@ -48,24 +49,6 @@ static int secret_alloc(struct secret *s, size_t n)
 	if (!s->p)
 		return -ENOMEM;
 	s->n = n;
-	return 0;
-}
-
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	while (len > 0) {
-		ssize_t k = write(fd, p, len);
-
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return negative_errno();
-		}
-		p += k;
-		len -= (size_t)k;
-	}
 	return 0;
 }
 
@@ -124,9 +107,9 @@ static int write_atomic(const char *path, uint64_t credit_bits, const uint8_t *d
 
 	r = fchmod(fd, 0600) < 0 ? negative_errno() : 0;
 	if (r >= 0)
-		r = write_all(fd, header, sizeof(header));
+		r = eb_write_all(fd, header, sizeof(header));
 	if (r >= 0)
-		r = write_all(fd, data, len);
+		r = eb_write_all(fd, data, len);
 	if (r >= 0 && fsync(fd) < 0)
 		r = negative_errno();
 	if (r >= 0 && rename(tmp, path) < 0)

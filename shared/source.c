@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "io.h"
 #include "log.h"
 #include "proto.h"
 
@@ -38,21 +39,6 @@ static int ensure_connected(struct eb_client *c)
 	if (r < 0)
 		return log_error_errno(r, "Cannot reach a broker: %s", eb_client_last_error(c));
 	log_info("Donating to %s", eb_client_broker(c));
-	return 0;
-}
-
-static int write_full(int fd, const uint8_t *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t k = write(fd, buf, len);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return negative_errno();
-		buf += k;
-		len -= (size_t)k;
-	}
 	return 0;
 }
 
@@ -268,7 +254,7 @@ int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_sour
 			goto finish;
 		}
 		if (p->dump_fd >= 0 && n > 0) {
-			r = write_full(p->dump_fd, s, (size_t)n);
+			r = eb_write_all(p->dump_fd, s, (size_t)n);
 			if (r < 0) {
 				log_error_errno(r, "Failed to write raw samples: %m");
 				goto finish;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "io.h"
 #include "log.h"
 
 /* Requests in flight: two keep the broker busy while we write the previous answer. */
@@ -60,21 +61,6 @@ static void sleep_ms(uint32_t ms)
 	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
 
 	nanosleep(&ts, NULL);
-}
-
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t k = write(fd, p, n);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
 }
 
 /* Makes sure PATH is a FIFO, creating it 0600 when missing. */
@@ -306,7 +292,7 @@ int main(int argc, char *argv[])
 			r = -EBADMSG;
 			break;
 		}
-		r = arg_fifo ? fifo_write(&fd, buf, len) : write_all(fd, buf, len);
+		r = arg_fifo ? fifo_write(&fd, buf, len) : eb_write_all(fd, buf, len);
 		explicit_bzero(buf, len);
 		if (r < 0 && arg_fifo)
 			break;

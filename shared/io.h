@@ -1,0 +1,10 @@
+/* SPDX-License-Identifier: MIT */
+/* Small I/O helpers the programs and libeb share. */
+#pragma once
+
+#include <stddef.h>
+
+/* Writes all of buf to fd, retrying after signals and short writes. Returns 0 or a negative
+ * errno (write(2)'s). On a pipe or socket whose reader is gone that is -EPIPE only where
+ * SIGPIPE is ignored. */
+int eb_write_all(int fd, const void *buf, size_t len);
