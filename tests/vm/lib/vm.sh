@@ -81,7 +81,9 @@ _vm_agent_open() {
 _vm_agent_close() {
 	[[ -n ${_VM_AGENT_PID:-} ]] || return 0
 	exec {_VM_AGENT_W}>&- {_VM_AGENT_R}<&-
-	kill "$_VM_AGENT_PID" 2>/dev/null || true
+	# SIGKILL: socat has nothing left to deliver, and CI once saw it outlive a SIGTERM (the
+	# wait below then hung the suite for good).
+	kill -KILL "$_VM_AGENT_PID" 2>/dev/null || true
 	wait "$_VM_AGENT_PID" 2>/dev/null || true
 	rm -f "$_VM_AGENT_FIFO.in" "$_VM_AGENT_FIFO.out"
 	_VM_AGENT_PID=
