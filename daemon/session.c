@@ -330,6 +330,13 @@ void session_rebind(struct session *s, const struct eb_conf *old, const struct e
 	const struct eb_user *was, *u;
 	const char *why = NULL;
 
+	if (s->state == SESSION_HANDSHAKE) {
+		/* Its key may have been looked up in the old file already, and which one was used
+		 * is not kept: the client connects again and is judged by the new one. */
+		log_info("Closing %s: its TLS handshake began before the reload", s->peer);
+		session_free(s);
+		return;
+	}
 	if (s->user < 0)
 		return;
 	was = &old->users[s->user];

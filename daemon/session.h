@@ -73,7 +73,8 @@ void session_pump(struct session *s);
 
 /* After a configuration reload (the broker's conf is already new): binds the session to its
  * user in new, or sends it an ERROR and closes it when that user is gone, lost a role the
- * session uses, has another key (TLS) or no longer matches the peer's uid/gid (unix). */
+ * session uses, has another key (TLS) or no longer matches the peer's uid/gid (unix). A TLS
+ * handshake still in progress is dropped at once (s is freed). */
 void session_rebind(struct session *s, const struct eb_conf *old, const struct eb_conf *new);
 
 /* Tries to answer the pending GET; returns true when it was answered (DATA, QUOTA, EMPTY). */

@@ -10,6 +10,7 @@
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 
@@ -69,7 +70,13 @@ def test():
         "bob": {"role": "sink"},
         "admin": {"role": "admin"},
         "local": {"role": "sink,source", "unix-uid": uid, "key": False},
-    }).start()
+    })
+    # Debug level for the broker alone: its "Accepted" line says when a peer is in a session.
+    os.environ["EB_LOG_LEVEL"] = "debug"
+    try:
+        b.start()
+    finally:
+        del os.environ["EB_LOG_LEVEL"]
     sources = []
     try:
         data = os.path.join(b.tmp, "noise")
@@ -115,6 +122,10 @@ def test():
         check("carol" not in text and "2097152" in text, "the new file is as intended")
         with open(b.conf, "w") as f:
             f.write(text)
+        # A TCP peer that has not finished (here: not begun) its TLS handshake.
+        pending = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+        check(b.wait_log(f"Accepted tcp 127.0.0.1:{pending.getsockname()[1]}"),
+              "the broker accepted it")
         new = hup(b, "Reloaded")
         for user, why in (("alice", "its user's key changed"), ("carol", "its user is gone"),
                           ("local", "a role it uses was revoked")):
@@ -123,7 +134,14 @@ def test():
                   f" ({lines})")
         check("capacity-bits changed to 2097152; it takes effect at the next restart" in new,
               "the capacity change is said to need a restart")
-        check("5 users; 0 of 3 sessions kept" in new,
+        lines = [l for l in new.splitlines() if "its TLS handshake began before the reload" in l]
+        check(len(lines) == 1, f"a TLS handshake in progress is dropped, with one line ({lines})")
+        try:
+            gone = pending.recv(1) == b""
+        except ConnectionResetError:
+            gone = True
+        check(gone, "and its connection is closed")
+        check("5 users; 0 of 4 sessions kept" in new,
               f"the reload is summed up: {[l for l in new.splitlines() if 'Reloaded' in l]}")
         t, payload = local.recv()
         check(t == MSG["ERROR"], f"the local sink got an ERROR ({t})")
