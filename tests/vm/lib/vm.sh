@@ -9,6 +9,7 @@
 #   EB_VM_MEM     MiB (default 512)   EB_VM_DIR   the current VM's directory (sockets, logs)
 
 VM_READY_TIMEOUT=${EB_VM_READY_TIMEOUT:-240}
+VM_SILENT_TIMEOUT=${EB_VM_SILENT_TIMEOUT:-90}
 
 # vm_start DIR [--append "KERNEL ARGS"] [--cpu MODEL] [-- QEMU ARGS...]
 # Boots a guest whose sockets, pidfile and serial log live in DIR and sets EB_VM_DIR=DIR.
@@ -183,9 +184,22 @@ vm_stop() {
 }
 
 # vm_boot DIR [vm_start options]: vm_start + vm_wait_ready; stops the guest if it does not come up.
+# A guest whose console stays empty for VM_SILENT_TIMEOUT s is started once more: CI once saw a
+# TCG guest hang before systemd's first line (which comes at about 3 s, booting in 12-20 s), with
+# QEMU alive and no request reaching its devices. A guest that fails twice fails.
 vm_boot() {
-	local dir=$1
+	local dir=$1 i
 	vm_start "$@" || return 1
+	for ((i = 0; i < VM_SILENT_TIMEOUT * 2; i++)); do
+		[[ -s $dir/serial.log ]] && break
+		vm_running "$dir" || break
+		sleep 0.5
+	done
+	if [[ ! -s $dir/serial.log ]] && vm_running "$dir"; then
+		echo "vm_boot: no console output from the guest in $dir within ${VM_SILENT_TIMEOUT} s; starting it once more" >&2
+		vm_stop "$dir"
+		vm_start "$@" || return 1
+	fi
 	if ! vm_wait_ready "$VM_READY_TIMEOUT"; then
 		vm_stop "$dir"
 		return 1
