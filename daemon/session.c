@@ -36,6 +36,14 @@ static const char *user_name(const struct session *s)
 	return s->user >= 0 ? s->broker->conf->users[s->user].name : "(unauthenticated)";
 }
 
+/* The uid, gid and pid of a unix peer, as the kernel recorded them at connect(). */
+static int peer_cred(int fd, struct ucred *ret)
+{
+	socklen_t l = sizeof(*ret);
+
+	return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, ret, &l) < 0 ? negative_errno() : 0;
+}
+
 static void describe_peer(struct session *s, int fd, const char *listener)
 {
 	struct sockaddr_storage ss;
@@ -71,9 +79,8 @@ static void describe_peer(struct session *s, int fd, const char *listener)
 	}
 	case AF_UNIX: {
 		struct ucred uc;
-		socklen_t l = sizeof(uc);
 
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) == 0)
+		if (peer_cred(fd, &uc) == 0)
 			snprintf(s->peer, sizeof(s->peer), "%s pid=%d uid=%u gid=%u", listener,
 			         (int)uc.pid, (unsigned)uc.uid, (unsigned)uc.gid);
 		else
@@ -219,11 +226,12 @@ void session_free(struct session *s)
 static int identify_unix(struct session *s)
 {
 	struct ucred uc;
-	socklen_t l = sizeof(uc);
 	const struct eb_user *u;
+	int r;
 
-	if (getsockopt(eb_conn_fd(s->conn), SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0)
-		return log_warning_errno(errno, "Refusing %s: cannot read its credentials: %m",
+	r = peer_cred(eb_conn_fd(s->conn), &uc);
+	if (r < 0)
+		return log_warning_errno(r, "Refusing %s: cannot read its credentials: %m",
 		                         s->peer);
 	u = eb_conf_find_unix_peer(s->broker->conf, uc.uid, uc.gid);
 	if (!u) {
@@ -318,11 +326,9 @@ static bool unix_peer_maps_to(struct session *s, const struct eb_conf *conf,
                               const struct eb_user *u)
 {
 	struct ucred uc;
-	socklen_t l = sizeof(uc);
 
-	if (getsockopt(eb_conn_fd(s->conn), SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0)
-		return false;
-	return eb_conf_find_unix_peer(conf, uc.uid, uc.gid) == u;
+	return peer_cred(eb_conn_fd(s->conn), &uc) == 0 &&
+	       eb_conf_find_unix_peer(conf, uc.uid, uc.gid) == u;
 }
 
 void session_rebind(struct session *s, const struct eb_conf *old, const struct eb_conf *new)
@@ -351,15 +357,15 @@ void session_rebind(struct session *s, const struct eb_conf *old, const struct e
 		why = "its uid and gid no longer map to its user";
 	else if (s->roles & ~u->roles)
 		why = "a role it uses was revoked";
-	if (why && s->state != SESSION_CLOSING)
-		log_warning("Closing %s (user %s): %s in the reloaded configuration", s->peer,
-		            was->name, why);
-	s->user = u ? (int)(u - new->users) : -1;
-	if (why && s->state != SESSION_CLOSING) {
-		s->user = -1;
-		send_error(s, EB_ERR_AUTH, "access revoked by a configuration reload");
-		session_update_events(s);
+	if (!why || s->state == SESSION_CLOSING) {
+		s->user = u ? (int)(u - new->users) : -1;
+		return;
 	}
+	log_warning("Closing %s (user %s): %s in the reloaded configuration", s->peer, was->name,
+	            why);
+	s->user = -1;
+	send_error(s, EB_ERR_AUTH, "access revoked by a configuration reload");
+	session_update_events(s);
 }
 
 static void handle_hello(struct session *s, const struct eb_msg_hello *h)
