@@ -43,6 +43,51 @@ uint64_t broker_now(struct broker *b)
 	return now;
 }
 
+static const char *peer_log_name(enum peer_log kind)
+{
+	switch (kind) {
+	case PEER_LOG_ACCEPT:
+		return "accept failures";
+	case PEER_LOG_LIMIT:
+		return "connections refused at a limit";
+	case PEER_LOG_HANDSHAKE:
+		return "unauthenticated peers";
+	case PEER_LOG_REFUSED:
+		return "refused requests";
+	case PEER_LOG_SESSION:
+		return "sessions";
+	case _PEER_LOG_MAX:
+	case _PEER_LOG_INVALID:
+		break;
+	}
+	return "invalid";
+}
+
+static void log_suppressed(enum peer_log kind, unsigned n)
+{
+	if (n > 0)
+		log_notice("Suppressed %u more log messages about %s in the last %llu s", n,
+		           peer_log_name(kind),
+		           (unsigned long long)(PEER_LOG_INTERVAL_USEC / 1000000));
+}
+
+bool broker_log_allowed(struct broker *b, enum peer_log kind)
+{
+	unsigned suppressed;
+	bool ok;
+
+	ok = eb_ratelimit_below(&b->peer_log[kind], broker_now(b), &suppressed);
+	log_suppressed(kind, suppressed);
+	return ok;
+}
+
+/* A burst that no later line follows is summed up here, from the one-second notify timer. */
+static void flush_peer_logs(struct broker *b)
+{
+	for (int k = 0; k < _PEER_LOG_MAX; k++)
+		log_suppressed(k, eb_ratelimit_flush(&b->peer_log[k], broker_now(b)));
+}
+
 static int psk_lookup(const char *identity, uint8_t ret_key[EB_KEY_SIZE], void *userdata)
 {
 	struct broker *b = userdata;
@@ -234,6 +279,7 @@ static int on_notify_timer(sd_event_source *src, uint64_t usec, void *userdata)
 	struct broker *b = userdata;
 
 	log_zone(b);
+	flush_peer_logs(b);
 	if (b->status_dirty)
 		notify_status(b);
 	(void)sd_event_source_set_time(src, usec + NOTIFY_INTERVAL_USEC);
@@ -440,6 +486,8 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 	b->conf = conf;
 	b->config_path = config_path;
 	b->zone = b->zone_logged = _POOL_ZONE_INVALID;
+	for (int k = 0; k < _PEER_LOG_MAX; k++)
+		b->peer_log[k] = EB_RATELIMIT_INIT(PEER_LOG_INTERVAL_USEC, PEER_LOG_BURST);
 	b->users = calloc(MAX(conf->n_users, 1u), sizeof(*b->users));
 	b->scratch = malloc(EB_DATA_MAX);
 	if (!b->users || !b->scratch)
@@ -548,6 +596,7 @@ int broker_run(struct broker *b)
 			snprintf(m.error.text, sizeof(m.error.text), "broker stopping");
 			(void)session_send(s, &m);
 			(void)eb_conn_write(s->conn, s->wbuf + s->wstart, s->wend - s->wstart);
+			eb_conn_shutdown(s->conn);
 		}
 	log_pool(b, LOG_INFO, MSGID_STOP, "Broker stopping");
 	save_seed(b, true);

@@ -8,7 +8,9 @@
 #include <systemd/sd-event.h>
 
 #include "conf.h"
+#include "log.h"
 #include "proto.h"
+#include "ratelimit.h"
 
 struct ssl_ctx_st;
 struct eb_pool;
@@ -25,6 +27,21 @@ enum pool_zone {
 	_POOL_ZONE_MAX,
 	_POOL_ZONE_INVALID = -22,
 };
+
+/* Log lines a peer can cause, each kind rate-limited on its own (see broker_log_allowed()). */
+enum peer_log {
+	PEER_LOG_ACCEPT,    /* accept() failures */
+	PEER_LOG_LIMIT,     /* connections refused at a session limit */
+	PEER_LOG_HANDSHAKE, /* unauthenticated peers: TLS failures, unknown users, timeouts */
+	PEER_LOG_REFUSED,   /* authenticated peers: refused requests, protocol errors */
+	PEER_LOG_SESSION,   /* authenticated peers coming and going */
+	_PEER_LOG_MAX,
+	_PEER_LOG_INVALID = -22,
+};
+
+/* At most this many lines of one kind per window; then one line says how many were held back. */
+#define PEER_LOG_BURST         20
+#define PEER_LOG_INTERVAL_USEC (10 * 1000000ULL)
 
 struct user_state {
 	double quota_tokens; /* full-entropy bits this user may still draw */
@@ -45,6 +62,17 @@ struct broker {
 
 	struct session *sessions; /* doubly linked through session->next/prev */
 	unsigned n_sessions, n_sources, n_sinks;
+	unsigned n_local, n_network; /* sessions over plain unix, and over TLS */
+	unsigned n_handshakes;       /* network sessions not yet authenticated */
+	struct eb_ratelimit peer_log[_PEER_LOG_MAX];
+
+	/* accept() failed for want of fds or memory: listeners rest until this timer. */
+	sd_event_source *accept_timer;
+	uint64_t accept_backoff_usec;
+
+	/* DRBG mode reseeds from the pool at most once per BROKER_DRBG_RESEED_USEC. */
+	uint64_t drbg_reseed_usec;
+	bool drbg_reseeded;
 
 	/* Sinks whose GET waits for the pool, in the order they will be served. */
 	struct session *waitq;
@@ -87,6 +115,18 @@ void broker_mark_status(struct broker *b);
 void broker_fill_status(struct broker *b, struct eb_msg_status *ret);
 uint64_t broker_now(struct broker *b);
 
+/* Whether a log line of this kind may be written now; logs a summary of the lines held back in
+ * the window that just ended first. */
+bool broker_log_allowed(struct broker *b, enum peer_log kind);
+#define log_peer(b, kind, level, ...)                                                              \
+	do {                                                                                       \
+		if (broker_log_allowed(b, kind))                                                   \
+			log_full(level, __VA_ARGS__);                                              \
+	} while (0)
+
 /* listen.c */
 int listeners_open(struct broker *b, char **uris, unsigned n_uris);
 void listeners_free(struct broker *b);
+/* Stops accepting for a while after accept() failed for want of fds or memory (EMFILE, ENFILE,
+ * ENOBUFS, ENOMEM): the connection stays queued, so retrying at once would only spin. */
+void listeners_pause(struct broker *b);

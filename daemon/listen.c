@@ -22,6 +22,49 @@ struct listener {
 	sd_event_source *src;
 };
 
+/* After accept() failed for want of fds or memory the listeners rest this long, doubling up to
+ * the ceiling while it goes on: the refused connection stays queued, so accepting again at once
+ * would fail again at once, and spin. */
+#define ACCEPT_BACKOFF_MIN_USEC (100 * 1000ULL)
+#define ACCEPT_BACKOFF_MAX_USEC (2 * 1000000ULL)
+
+static void listeners_enable(struct broker *b, int enabled)
+{
+	for (unsigned i = 0; i < b->n_listeners; i++)
+		(void)sd_event_source_set_enabled(b->listeners[i].src, enabled);
+}
+
+static int on_accept_timer(sd_event_source *src, uint64_t usec, void *userdata)
+{
+	(void)src, (void)usec;
+	listeners_enable(userdata, SD_EVENT_ON);
+	return 0;
+}
+
+void listeners_pause(struct broker *b)
+{
+	uint64_t t;
+	int r;
+
+	b->accept_backoff_usec = b->accept_backoff_usec == 0
+	                             ? ACCEPT_BACKOFF_MIN_USEC
+	                             : MIN(2 * b->accept_backoff_usec, ACCEPT_BACKOFF_MAX_USEC);
+	t = broker_now(b) + b->accept_backoff_usec;
+	if (b->accept_timer)
+		r = sd_event_source_set_time(b->accept_timer, t);
+	else
+		r = sd_event_add_time(b->event, &b->accept_timer, CLOCK_MONOTONIC, t, 0,
+		                      on_accept_timer, b);
+	if (r >= 0)
+		r = sd_event_source_set_enabled(b->accept_timer, SD_EVENT_ONESHOT);
+	if (r < 0) {
+		/* Without a timer to wake them, listeners must not be left off. */
+		log_warning_errno(r, "Failed to arm the accept back-off timer, ignoring: %m");
+		return;
+	}
+	listeners_enable(b, SD_EVENT_OFF);
+}
+
 static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userdata)
 {
 	struct listener *l = userdata;
@@ -37,20 +80,20 @@ static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userd
 		if (cfd < 0) {
 			if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
 				return 0;
-			log_warning_errno(errno, "Failed to accept on %s, ignoring: %m", l->name);
+			r = -errno;
+			listeners_pause(b);
+			log_peer(b, PEER_LOG_ACCEPT, LOG_WARNING,
+			         "Failed to accept on %s, pausing for %llu ms: %s", l->name,
+			         (unsigned long long)(b->accept_backoff_usec / 1000), strerror(-r));
 			return 0;
 		}
-		if (b->stopping || b->n_sessions >= b->conf->max_sessions) {
-			log_warning(
-			    "Refusing a connection on %s: %u sessions is the limit (max-sessions)",
-			    l->name, b->conf->max_sessions);
-			safe_close(cfd);
-			continue;
-		}
+		b->accept_backoff_usec = 0;
+		/* session_new() applies the limits and refuses, with a log line, what is over. */
 		r = session_new(b, cfd, l->tls, l->name, &s);
 		if (r < 0)
-			log_warning_errno(r, "Failed to set up a session on %s, ignoring: %m",
-			                  l->name);
+			log_peer(b, PEER_LOG_ACCEPT, LOG_WARNING,
+			         "Failed to set up a session on %s, ignoring: %s", l->name,
+			         strerror(-r));
 	}
 	return 0;
 }
@@ -179,6 +222,7 @@ done:
 
 void listeners_free(struct broker *b)
 {
+	b->accept_timer = sd_event_source_disable_unref(b->accept_timer);
 	for (unsigned i = 0; i < b->n_listeners; i++) {
 		sd_event_source_disable_unref(b->listeners[i].src);
 		safe_close(b->listeners[i].fd);

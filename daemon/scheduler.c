@@ -92,6 +92,14 @@ static void refill(struct broker *b, const struct eb_user *u, struct user_state 
 	st->quota_refilled_usec = now;
 }
 
+/* Milliseconds until the user's quota holds bits again, at its hourly rate; at most an hour. */
+static uint32_t quota_retry_ms(const struct eb_user *u, const struct user_state *st, double bits)
+{
+	double ms = ceil((bits - st->quota_tokens) * 3.6e6 / (double)u->quota_bits_per_hour);
+
+	return (uint32_t)(ms < 1 ? 1 : ms > 3.6e6 ? 3.6e6 : ms);
+}
+
 size_t scheduler_affordable(struct broker *b, struct session *s, const struct eb_user *u,
                             size_t want, uint32_t *ret_quota_retry_ms)
 {
@@ -107,10 +115,7 @@ size_t scheduler_affordable(struct broker *b, struct session *s, const struct eb
 		refill(b, u, st);
 		allowed = (size_t)(st->quota_tokens / 8);
 		if (allowed < floor_n) {
-			double missing = (double)floor_n * 8 - st->quota_tokens;
-			double ms = ceil(missing * 3.6e6 / (double)u->quota_bits_per_hour);
-
-			*ret_quota_retry_ms = (uint32_t)(ms < 1 ? 1 : ms > 3.6e6 ? 3.6e6 : ms);
+			*ret_quota_retry_ms = quota_retry_ms(u, st, (double)floor_n * 8);
 			return 0;
 		}
 		hi = MIN(hi, allowed);
@@ -144,4 +149,32 @@ uint32_t scheduler_empty_retry_ms(const struct broker *b)
 {
 	/* With no source connected there is nothing to wait for soon. */
 	return b->n_sources > 0 ? 250 : 5000;
+}
+
+bool scheduler_drbg_may_reseed(struct broker *b, struct session *s, const struct eb_user *u,
+                               uint32_t *ret_quota_retry_ms)
+{
+	uint64_t block = eb_pool_cost_bits(b->pool, 1);
+
+	*ret_quota_retry_ms = 0;
+	if (b->drbg_reseeded && broker_now(b) < b->drbg_reseed_usec + SCHEDULER_DRBG_RESEED_USEC)
+		return false;
+	if (u->quota_bits_per_hour > 0) {
+		struct user_state *st = &b->users[s->user];
+
+		refill(b, u, st);
+		if (st->quota_tokens < (double)block) {
+			*ret_quota_retry_ms = quota_retry_ms(u, st, (double)block);
+			return false;
+		}
+	}
+	return true;
+}
+
+void scheduler_drbg_reseeded(struct broker *b, struct session *s, const struct eb_user *u,
+                             uint64_t bits)
+{
+	b->drbg_reseeded = true;
+	b->drbg_reseed_usec = broker_now(b);
+	scheduler_charge(b, s, u, (size_t)(bits / 8));
 }

@@ -2,6 +2,7 @@
 /* Which sink is served next, how much it may have, and what it is told to wait. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,3 +28,15 @@ size_t scheduler_affordable(struct broker *b, struct session *s, const struct eb
                             size_t want, uint32_t *ret_quota_retry_ms);
 void scheduler_charge(struct broker *b, struct session *s, const struct eb_user *u, size_t n);
 uint32_t scheduler_empty_retry_ms(const struct broker *b);
+
+/* DRBG mode spends a pool block on a reseed at most this often, whoever draws: output is
+ * unlimited, the credited entropy it costs is not. */
+#define SCHEDULER_DRBG_RESEED_USEC (10 * 1000000ULL)
+/* Whether a DRBG-mode GET may let the pool reseed its DRBG now: the interval has passed (or it
+ * was never seeded) and the user's quota can pay for a block. When only the quota stands in the
+ * way, *ret_quota_retry_ms says when it could (else 0). */
+bool scheduler_drbg_may_reseed(struct broker *b, struct session *s, const struct eb_user *u,
+                               uint32_t *ret_quota_retry_ms);
+/* Records a reseed that took bits of pool level, charged to the user who drew. */
+void scheduler_drbg_reseeded(struct broker *b, struct session *s, const struct eb_user *u,
+                             uint64_t bits);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <linux/vm_sockets.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 static int on_io(sd_event_source *src, int fd, uint32_t revents, void *userdata);
 static int on_defer(sd_event_source *src, void *userdata);
 static int on_timer(sd_event_source *src, uint64_t usec, void *userdata);
+static int on_frame_timer(sd_event_source *src, uint64_t usec, void *userdata);
 
 /* Only for sessions past authentication: every state from SESSION_HELLO on has a user. */
 static const struct eb_user *session_user(const struct session *s)
@@ -60,6 +62,8 @@ static void describe_peer(struct session *s, int fd, const char *listener)
 
 		inet_ntop(AF_INET, &in->sin_addr, addr, sizeof(addr));
 		snprintf(s->peer, sizeof(s->peer), "%s %s:%u", listener, addr, ntohs(in->sin_port));
+		s->addr.family = AF_INET;
+		memcpy(s->addr.bytes, &in->sin_addr, 4);
 		break;
 	}
 	case AF_INET6: {
@@ -68,6 +72,14 @@ static void describe_peer(struct session *s, int fd, const char *listener)
 		inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof(addr));
 		snprintf(s->peer, sizeof(s->peer), "%s [%s]:%u", listener, addr,
 		         ntohs(in6->sin6_port));
+		/* An IPv4 peer on a dual-stack socket is one address, not a share of a /64. */
+		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+			s->addr.family = AF_INET;
+			memcpy(s->addr.bytes, in6->sin6_addr.s6_addr + 12, 4);
+		} else {
+			s->addr.family = AF_INET6;
+			memcpy(s->addr.bytes, in6->sin6_addr.s6_addr, 8);
+		}
 		break;
 	}
 	case AF_VSOCK: {
@@ -75,15 +87,21 @@ static void describe_peer(struct session *s, int fd, const char *listener)
 
 		snprintf(s->peer, sizeof(s->peer), "%s cid=%u port=%u", listener, vm->svm_cid,
 		         vm->svm_port);
+		s->addr.family = AF_VSOCK;
+		memcpy(s->addr.bytes, &vm->svm_cid, sizeof(vm->svm_cid));
 		break;
 	}
 	case AF_UNIX: {
 		struct ucred uc;
 
-		if (peer_cred(fd, &uc) == 0)
+		if (peer_cred(fd, &uc) == 0) {
 			snprintf(s->peer, sizeof(s->peer), "%s pid=%d uid=%u gid=%u", listener,
 			         (int)uc.pid, (unsigned)uc.uid, (unsigned)uc.gid);
-		else
+			/* Over unix+tls a hypervisor speaks for its guest: one process, one guest.
+			 */
+			s->addr.family = AF_UNIX;
+			memcpy(s->addr.bytes, &uc.pid, sizeof(uc.pid));
+		} else
 			snprintf(s->peer, sizeof(s->peer), "%s peer", listener);
 		break;
 	}
@@ -99,6 +117,26 @@ static bool has_whole_frame(const struct session *s)
 	size_t size;
 
 	return eb_frame_parse(s->rbuf + s->rstart, s->rend - s->rstart, &f, &size) != -EAGAIN;
+}
+
+/* A frame begun after WELCOME must end within frame-timeout-sec of its first byte, however
+ * slowly its bytes trickle in: half a frame and silence would hold a slot for ever. A session
+ * with nothing half-sent may stay idle (a source told to SLEEP, a sink between refills). */
+static void update_frame_timer(struct session *s)
+{
+	bool partial = s->state == SESSION_READY && s->rend > s->rstart && !has_whole_frame(s);
+
+	if (partial == s->frame_started)
+		return;
+	s->frame_started = partial;
+	if (partial) {
+		uint64_t t =
+		    broker_now(s->broker) + (uint64_t)s->broker->conf->frame_timeout_s * 1000000ULL;
+
+		(void)sd_event_source_set_time(s->frame_timer, t);
+		(void)sd_event_source_set_enabled(s->frame_timer, SD_EVENT_ONESHOT);
+	} else
+		(void)sd_event_source_set_enabled(s->frame_timer, SD_EVENT_OFF);
 }
 
 static void session_update_events(struct session *s)
@@ -124,6 +162,7 @@ static void session_update_events(struct session *s)
 	                    (eb_conn_pending(s->conn) || has_whole_frame(s));
 	if (readable_buffered)
 		(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+	update_frame_timer(s);
 }
 
 bool session_has_room(const struct session *s, size_t bytes)
@@ -149,14 +188,49 @@ int session_send(struct session *s, const struct eb_msg *m)
 	return 0;
 }
 
+static void count_roles(struct session *s, int delta)
+{
+	if (s->roles & EB_ROLE_SOURCE)
+		s->broker->n_sources += delta;
+	if (s->roles & EB_ROLE_SINK)
+		s->broker->n_sinks += delta;
+	broker_mark_status(s->broker);
+}
+
+/* Every change of state goes through here, so that the broker's counts follow: a session counts
+ * as a source or sink exactly while it is READY, and as a handshake while in HANDSHAKE, however
+ * it leaves (an ERROR either way, a reload, a timeout, the peer going). */
+static void set_state(struct session *s, enum session_state state)
+{
+	if (s->state == state)
+		return;
+	if (s->state == SESSION_READY)
+		count_roles(s, -1);
+	if (s->state == SESSION_HANDSHAKE)
+		s->broker->n_handshakes--;
+	s->state = state;
+	if (state == SESSION_READY)
+		count_roles(s, +1);
+	if (state == SESSION_HANDSHAKE)
+		s->broker->n_handshakes++;
+	/* A peer that does not read its last message must not keep the session: it gets as long
+	 * to take it as a new peer gets to say HELLO. */
+	if (state == SESSION_CLOSING && s->timer) {
+		(void)sd_event_source_set_time_relative(
+		    s->timer, (uint64_t)s->broker->conf->hello_timeout_s * 1000000ULL);
+		(void)sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
+	}
+}
+
 static void send_error(struct session *s, enum eb_error_code code, const char *text)
 {
 	struct eb_msg m = {.type = EB_MSG_ERROR, .error.code = code};
 
 	snprintf(m.error.text, sizeof(m.error.text), "%s", text);
 	(void)session_send(s, &m);
-	s->state = SESSION_CLOSING;
-	scheduler_dequeue(s->broker, s);
+	scheduler_dequeue(s->broker,
+	                  s); /* before set_state(), which arms the timer dequeue stops */
+	set_state(s, SESSION_CLOSING);
 }
 
 static void send_retry(struct session *s, enum eb_msg_type type, uint32_t ms)
@@ -184,15 +258,6 @@ static int session_flush(struct session *s)
 	return 0;
 }
 
-static void count_roles(struct session *s, int delta)
-{
-	if (s->roles & EB_ROLE_SOURCE)
-		s->broker->n_sources += delta;
-	if (s->roles & EB_ROLE_SINK)
-		s->broker->n_sinks += delta;
-	broker_mark_status(s->broker);
-}
-
 void session_free(struct session *s)
 {
 	struct broker *b;
@@ -201,8 +266,11 @@ void session_free(struct session *s)
 		return;
 	b = s->broker;
 	scheduler_dequeue(b, s);
-	if (s->state == SESSION_READY)
-		count_roles(s, -1);
+	set_state(s, SESSION_CLOSING);
+	if (s->local)
+		b->n_local--;
+	else
+		b->n_network--;
 	if (s->prev)
 		s->prev->next = s->next;
 	else
@@ -213,6 +281,7 @@ void session_free(struct session *s)
 	sd_event_source_disable_unref(s->io);
 	sd_event_source_disable_unref(s->defer);
 	sd_event_source_disable_unref(s->timer);
+	sd_event_source_disable_unref(s->frame_timer);
 	eb_conn_free(s->conn);
 	if (s->rbuf)
 		explicit_bzero(s->rbuf, SESSION_RBUF_SIZE);
@@ -223,6 +292,31 @@ void session_free(struct session *s)
 	free(s);
 }
 
+/* Whether the user u has room for one more session: its authenticated sessions, this one not
+ * counted, against its max-sessions. */
+static bool user_has_room(struct session *s, const struct eb_user *u)
+{
+	unsigned idx = (unsigned)(u - s->broker->conf->users), n = 0;
+
+	for (const struct session *o = s->broker->sessions; o; o = o->next)
+		n += o != s && o->user == (int)idx &&
+		     (o->state == SESSION_HELLO || o->state == SESSION_READY);
+	return n < u->max_sessions;
+}
+
+/* Binds s to user u, or refuses it with a BUSY error when u has all the sessions it may. */
+static int bind_user(struct session *s, const struct eb_user *u)
+{
+	if (!user_has_room(s, u)) {
+		log_peer(s->broker, PEER_LOG_LIMIT, LOG_WARNING,
+		         "Refusing %s: user %s has %u sessions, its limit (max-sessions)", s->peer,
+		         u->name, u->max_sessions);
+		return -EBUSY;
+	}
+	s->user = (int)(u - s->broker->conf->users);
+	return 0;
+}
+
 static int identify_unix(struct session *s)
 {
 	struct ucred uc;
@@ -230,17 +324,19 @@ static int identify_unix(struct session *s)
 	int r;
 
 	r = peer_cred(eb_conn_fd(s->conn), &uc);
-	if (r < 0)
-		return log_warning_errno(r, "Refusing %s: cannot read its credentials: %m",
-		                         s->peer);
+	if (r < 0) {
+		log_peer(s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
+		         "Refusing %s: cannot read its credentials: %s", s->peer, strerror(-r));
+		return r;
+	}
 	u = eb_conf_find_unix_peer(s->broker->conf, uc.uid, uc.gid);
 	if (!u) {
-		log_warning("Refusing %s: no [user] section maps uid %u or gid %u", s->peer,
-		            (unsigned)uc.uid, (unsigned)uc.gid);
+		log_peer(s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
+		         "Refusing %s: no [user] section maps uid %u or gid %u", s->peer,
+		         (unsigned)uc.uid, (unsigned)uc.gid);
 		return -EACCES;
 	}
-	s->user = (int)(u - s->broker->conf->users);
-	return 0;
+	return bind_user(s, u);
 }
 
 static int identify_tls(struct session *s)
@@ -248,15 +344,96 @@ static int identify_tls(struct session *s)
 	const char *id = eb_conn_identity(s->conn);
 	const struct eb_user *u = id ? eb_conf_find_user(s->broker->conf, id) : NULL;
 
-	if (!u)
+	if (!u) {
+		log_peer(s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
+		         "Refusing %s: its TLS identity names no user", s->peer);
 		return -EACCES;
-	s->user = (int)(u - s->broker->conf->users);
-	return 0;
+	}
+	return bind_user(s, u);
+}
+
+static void refuse_identity(struct session *s, int r)
+{
+	if (r == -EBUSY)
+		send_error(s, EB_ERR_BUSY, "too many sessions for this user");
+	else
+		send_error(s, EB_ERR_AUTH, "no user maps to this peer");
+}
+
+static bool same_addr(const struct peer_addr *a, const struct peer_addr *b)
+{
+	return a->family != 0 && a->family == b->family && memcmp(a->bytes, b->bytes, 8) == 0;
+}
+
+/* Network sessions still in their handshake: the oldest one, and how many share s's address. */
+static struct session *scan_handshakes(struct session *s, unsigned *ret_same_addr)
+{
+	struct session *oldest = NULL;
+	unsigned n = 0;
+
+	for (struct session *o = s->broker->sessions; o; o = o->next) {
+		if (o == s || o->state != SESSION_HANDSHAKE)
+			continue;
+		n += same_addr(&o->addr, &s->addr);
+		if (!oldest || o->accepted_usec < oldest->accepted_usec)
+			oldest = o;
+	}
+	*ret_same_addr = n;
+	return oldest;
+}
+
+/* A handshake older than this may give its slot to a new one when all are taken: ours finish in
+ * milliseconds, so only a peer that stalls on purpose (or a dead one) is that old. */
+#define HANDSHAKE_EVICT_AGE_USEC (1000000ULL)
+
+/* The limits a new peer meets before it costs a handshake. Returns NULL to admit it, or what it
+ * is refused for. An unauthenticated peer can fill neither the network's session slots (its
+ * handshakes are capped apart, in total and per address) nor the local socket's (counted
+ * apart), and the oldest stalled handshake makes way for a new one. */
+static const char *over_limit(struct session *s)
+{
+	struct broker *b = s->broker;
+	const struct eb_conf *conf = b->conf;
+	struct session *oldest;
+	unsigned same;
+
+	if (b->stopping)
+		return "the broker is stopping";
+	if (s->local)
+		return b->n_local > conf->max_local_sessions ? "max-local-sessions" : NULL;
+	if (b->n_network > conf->max_sessions)
+		return "max-sessions";
+	oldest = scan_handshakes(s, &same);
+	if (same >= conf->max_handshakes_per_address)
+		return "max-handshakes-per-address";
+	if (b->n_handshakes < conf->max_handshakes)
+		return NULL;
+	if (!oldest || oldest->accepted_usec + HANDSHAKE_EVICT_AGE_USEC > s->accepted_usec)
+		return "max-handshakes";
+	log_peer(b, PEER_LOG_LIMIT, LOG_INFO,
+	         "Closing %s: its TLS handshake stalled while others wait (max-handshakes)",
+	         oldest->peer);
+	session_free(oldest);
+	return NULL;
+}
+
+/* TCP's keepalive finds a network peer that vanished (a crashed VM, a pulled cable) in about
+ * 4 minutes: an idle authenticated session is allowed, a dead one should not hold its slot. */
+static void set_keepalive(int fd)
+{
+	int one = 1, idle = 120, intvl = 30, cnt = 4;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) < 0)
+		return; /* not a socket that keeps alive (unix, vsock): nothing to do */
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
 int session_new(struct broker *b, int fd, bool tls, const char *listener, struct session **ret)
 {
 	struct session *s;
+	const char *limit;
 	int r;
 
 	s = calloc(1, sizeof(*s));
@@ -266,19 +443,37 @@ int session_new(struct broker *b, int fd, bool tls, const char *listener, struct
 	}
 	s->broker = b;
 	s->user = -1;
+	s->state = SESSION_CLOSING; /* counted nowhere until set_state() below */
+	s->local = !tls;
 	s->listener = listener;
+	s->accepted_usec = broker_now(b);
 	describe_peer(s, fd, listener);
 	s->next = b->sessions;
 	if (b->sessions)
 		b->sessions->prev = s;
 	b->sessions = s;
 	b->n_sessions++;
+	if (s->local)
+		b->n_local++;
+	else
+		b->n_network++;
 
 	r = eb_conn_new(fd, tls ? b->tls : NULL, true, true, &s->conn);
 	if (r < 0) {
 		safe_close(fd);
 		goto fail;
 	}
+	limit = over_limit(s);
+	if (limit && !s->local) {
+		/* Before the handshake nothing we could say is authenticated, and a handshake is
+		 * what the limit saves: the peer sees the connection closed, and tries later. */
+		log_peer(b, PEER_LOG_LIMIT, LOG_WARNING, "Refusing %s: %s reached", s->peer, limit);
+		session_free(s);
+		*ret = NULL;
+		return 0;
+	}
+	if (tls)
+		set_keepalive(fd);
 	s->rbuf = malloc(SESSION_RBUF_SIZE);
 	s->wbuf = malloc(SESSION_WBUF_SIZE);
 	if (!s->rbuf || !s->wbuf) {
@@ -293,16 +488,31 @@ int session_new(struct broker *b, int fd, bool tls, const char *listener, struct
 		goto fail;
 	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_OFF);
 	r = sd_event_add_time_relative(b->event, &s->timer, CLOCK_MONOTONIC,
-	                               SESSION_HELLO_TIMEOUT_USEC, 0, on_timer, s);
+	                               (uint64_t)b->conf->hello_timeout_s * 1000000ULL, 0, on_timer,
+	                               s);
 	if (r < 0)
 		goto fail;
+	r = sd_event_add_time_relative(b->event, &s->frame_timer, CLOCK_MONOTONIC, 0, 0,
+	                               on_frame_timer, s);
+	if (r < 0)
+		goto fail;
+	(void)sd_event_source_set_enabled(s->frame_timer, SD_EVENT_OFF);
 
+	if (limit) {
+		/* A local peer is told, in the protocol it speaks from the first byte. */
+		log_peer(b, PEER_LOG_LIMIT, LOG_WARNING, "Refusing %s: %s reached", s->peer, limit);
+		send_error(s, EB_ERR_BUSY, "too many sessions");
+		session_pump(s);
+		*ret = NULL;
+		return 0;
+	}
 	if (tls)
-		s->state = SESSION_HANDSHAKE;
+		set_state(s, SESSION_HANDSHAKE);
 	else {
-		s->state = SESSION_HELLO;
-		if (identify_unix(s) < 0) {
-			send_error(s, EB_ERR_AUTH, "no user maps to this peer");
+		set_state(s, SESSION_HELLO);
+		r = identify_unix(s);
+		if (r < 0) {
+			refuse_identity(s, r);
 			session_pump(s);
 			*ret = NULL;
 			return 0;
@@ -339,7 +549,8 @@ void session_rebind(struct session *s, const struct eb_conf *old, const struct e
 	if (s->state == SESSION_HANDSHAKE) {
 		/* Its key may have been looked up in the old file already, and which one was used
 		 * is not kept: the client connects again and is judged by the new one. */
-		log_info("Closing %s: its TLS handshake began before the reload", s->peer);
+		log_peer(s->broker, PEER_LOG_HANDSHAKE, LOG_INFO,
+		         "Closing %s: its TLS handshake began before the reload", s->peer);
 		session_free(s);
 		return;
 	}
@@ -361,8 +572,8 @@ void session_rebind(struct session *s, const struct eb_conf *old, const struct e
 		s->user = u ? (int)(u - new->users) : -1;
 		return;
 	}
-	log_warning("Closing %s (user %s): %s in the reloaded configuration", s->peer, was->name,
-	            why);
+	log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+	         "Closing %s (user %s): %s in the reloaded configuration", s->peer, was->name, why);
 	s->user = -1;
 	send_error(s, EB_ERR_AUTH, "access revoked by a configuration reload");
 	session_update_events(s);
@@ -375,29 +586,31 @@ static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 	struct eb_msg m = {.type = EB_MSG_WELCOME};
 
 	if (h->version != EB_PROTO_VERSION) {
-		log_warning("Refusing %s (user %s): protocol version %u, this broker speaks %u",
-		            s->peer, u->name, h->version, EB_PROTO_VERSION);
+		log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+		         "Refusing %s (user %s): protocol version %u, this broker speaks %u",
+		         s->peer, u->name, h->version, EB_PROTO_VERSION);
 		return refuse(s, EB_ERR_VERSION, "unsupported protocol version");
 	}
 	if ((h->roles & ~u->roles) != 0) {
-		log_warning("Refusing %s: user %s asked for roles %s but has only %s", s->peer,
-		            u->name, eb_roles_to_string(h->roles, want, sizeof(want)),
-		            eb_roles_to_string(u->roles, have, sizeof(have)));
+		log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+		         "Refusing %s: user %s asked for roles %s but has only %s", s->peer,
+		         u->name, eb_roles_to_string(h->roles, want, sizeof(want)),
+		         eb_roles_to_string(u->roles, have, sizeof(have)));
 		return refuse(s, EB_ERR_FORBIDDEN, "role not allowed for this user");
 	}
 	s->roles = h->roles;
 	snprintf(s->kind, sizeof(s->kind), "%s", h->kind);
-	s->state = SESSION_READY;
+	set_state(s, SESSION_READY);
 	(void)sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
-	count_roles(s, +1);
 
 	m.welcome.version = EB_PROTO_VERSION;
 	m.welcome.roles = (uint8_t)s->roles;
 	m.welcome.max_data = EB_DATA_MAX;
 	snprintf(m.welcome.user, sizeof(m.welcome.user), "%s", u->name);
 	(void)session_send(s, &m);
-	log_info("%s: user %s connected as %s (%s)", s->peer, u->name,
-	         eb_roles_to_string(s->roles, want, sizeof(want)), s->kind[0] ? s->kind : "-");
+	log_peer(s->broker, PEER_LOG_SESSION, LOG_INFO, "%s: user %s connected as %s (%s)", s->peer,
+	         u->name, eb_roles_to_string(s->roles, want, sizeof(want)),
+	         s->kind[0] ? s->kind : "-");
 
 	if ((s->roles & EB_ROLE_SOURCE) && s->broker->sources_asleep) {
 		send_retry(s, EB_MSG_SLEEP, SCHEDULER_SLEEP_MS);
@@ -434,8 +647,9 @@ static void handle_put(struct session *s, const struct eb_msg_put *p)
 	claim = MIN(claim, (uint64_t)p->len * u->max_credit_per_byte);
 	if (claim > 0 && put_looks_stuck(s, p)) {
 		if (!s->stuck_logged)
-			log_warning("%s: data from user %s repeats itself; crediting none of it",
-			            s->peer, u->name);
+			log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			         "%s: data from user %s repeats itself; crediting none of it",
+			         s->peer, u->name);
 		s->stuck_logged = true;
 		claim = 0;
 	}
@@ -486,8 +700,19 @@ bool session_serve_get(struct session *s, bool final)
 		}
 		r = n == 0 ? -EAGAIN : eb_pool_take_full(b->pool, b->scratch, n);
 	} else {
+		/* DRBG output is not rationed, the pool blocks its reseeds spend are: see
+		 * scheduler_drbg_may_reseed(). */
+		bool may_reseed = scheduler_drbg_may_reseed(b, s, u, &retry);
+		uint64_t level = eb_pool_level(b->pool);
+
 		n = want;
-		r = eb_pool_take_drbg(b->pool, b->scratch, n);
+		r = eb_pool_take_drbg(b->pool, b->scratch, n, may_reseed);
+		if (r == -EAGAIN && retry > 0) {
+			send_retry(s, EB_MSG_QUOTA, retry);
+			goto answered;
+		}
+		if (r >= 0 && eb_pool_level(b->pool) < level)
+			scheduler_drbg_reseeded(b, s, u, level - eb_pool_level(b->pool));
 	}
 	if (r == -EAGAIN) {
 		if (!final)
@@ -535,14 +760,16 @@ static void handle_frame(struct session *s, const struct eb_frame *f)
 
 	r = eb_msg_decode(f, &m);
 	if (r < 0) {
-		log_warning("Closing %s (user %s): malformed %s frame", s->peer, user_name(s),
-		            eb_msg_type_to_string(f->type));
+		log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+		         "Closing %s (user %s): malformed %s frame", s->peer, user_name(s),
+		         eb_msg_type_to_string(f->type));
 		return refuse(s, EB_ERR_PROTOCOL, "malformed message");
 	}
 	if (s->state == SESSION_HELLO) {
 		if (m.type != EB_MSG_HELLO) {
-			log_warning("Closing %s (user %s): sent %s before HELLO", s->peer,
-			            user_name(s), eb_msg_type_to_string(m.type));
+			log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			         "Closing %s (user %s): sent %s before HELLO", s->peer,
+			         user_name(s), eb_msg_type_to_string(m.type));
 			return refuse(s, EB_ERR_PROTOCOL, "HELLO expected");
 		}
 		return handle_hello(s, &m.hello);
@@ -551,31 +778,35 @@ static void handle_frame(struct session *s, const struct eb_frame *f)
 	switch (m.type) {
 	case EB_MSG_PUT:
 		if (!(s->roles & EB_ROLE_SOURCE)) {
-			log_warning(
-			    "Refusing PUT from %s: user %s may not donate (connected as %s)",
-			    s->peer, u->name, eb_roles_to_string(s->roles, roles, sizeof(roles)));
+			log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			         "Refusing PUT from %s: user %s may not donate (connected as %s)",
+			         s->peer, u->name,
+			         eb_roles_to_string(s->roles, roles, sizeof(roles)));
 			return refuse(s, EB_ERR_FORBIDDEN, "this user may not donate");
 		}
 		return handle_put(s, &m.put);
 	case EB_MSG_GET:
 		if (!(s->roles & EB_ROLE_SINK)) {
-			log_warning("Refusing GET from %s: user %s may not draw (connected as %s)",
-			            s->peer, u->name,
-			            eb_roles_to_string(s->roles, roles, sizeof(roles)));
+			log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			         "Refusing GET from %s: user %s may not draw (connected as %s)",
+			         s->peer, u->name,
+			         eb_roles_to_string(s->roles, roles, sizeof(roles)));
 			return refuse(s, EB_ERR_FORBIDDEN, "this user may not draw");
 		}
 		return handle_get(s, &m.get);
 	case EB_MSG_STATUS_REQ:
 		if (!(s->roles & EB_ROLE_ADMIN)) {
-			log_warning("Refusing STATUS from %s: user %s is not an admin", s->peer,
-			            u->name);
+			log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			         "Refusing STATUS from %s: user %s is not an admin", s->peer,
+			         u->name);
 			return refuse(s, EB_ERR_FORBIDDEN, "this user may not read status");
 		}
 		return handle_status(s);
 	case EB_MSG_ERROR:
-		log_info("%s (user %s) reported an error and leaves: %s", s->peer, u->name,
+		log_peer(s->broker, PEER_LOG_SESSION, LOG_INFO,
+		         "%s (user %s) reported an error and leaves: %s", s->peer, u->name,
 		         m.error.text);
-		s->state = SESSION_CLOSING;
+		set_state(s, SESSION_CLOSING);
 		return;
 	case EB_MSG_HELLO:
 	case EB_MSG_WELCOME:
@@ -590,8 +821,8 @@ static void handle_frame(struct session *s, const struct eb_frame *f)
 	case _EB_MSG_INVALID:
 		break;
 	}
-	log_warning("Closing %s (user %s): unexpected %s", s->peer, u->name,
-	            eb_msg_type_to_string(m.type));
+	log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING, "Closing %s (user %s): unexpected %s",
+	         s->peer, u->name, eb_msg_type_to_string(m.type));
 	refuse(s, EB_ERR_PROTOCOL, "unexpected message");
 }
 
@@ -611,8 +842,9 @@ static bool process_frames(struct session *s)
 		if (r == -EAGAIN)
 			break;
 		if (r < 0) {
-			log_warning("Closing %s (user %s): %s frame header", s->peer, user_name(s),
-			            r == -EMSGSIZE ? "oversized" : "malformed");
+			log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			         "Closing %s (user %s): %s frame header", s->peer, user_name(s),
+			         r == -EMSGSIZE ? "oversized" : "malformed");
 			refuse(s, r == -EMSGSIZE ? EB_ERR_TOO_LARGE : EB_ERR_PROTOCOL,
 			       "malformed frame");
 			return true;
@@ -635,6 +867,7 @@ static bool process_frames(struct session *s)
 
 static int do_handshake(struct session *s)
 {
+	struct broker *b = s->broker;
 	int r = eb_conn_handshake(s->conn);
 
 	if (r == -EAGAIN)
@@ -644,23 +877,29 @@ static int do_handshake(struct session *s)
 		const char *tls_err = eb_conn_tls_error(s->conn);
 
 		if (f == EB_CONN_FAIL_EOF)
-			log_info("%s closed during the TLS handshake", s->peer);
+			log_peer(b, PEER_LOG_HANDSHAKE, LOG_INFO,
+			         "%s closed during the TLS handshake", s->peer);
 		else if (f == EB_CONN_FAIL_UNKNOWN_USER)
-			log_warning("Refusing %s: unknown user \"%s\"", s->peer,
-			            eb_conn_offered_identity(s->conn));
+			log_peer(b, PEER_LOG_HANDSHAKE, LOG_WARNING,
+			         "Refusing %s: unknown user \"%s\"", s->peer,
+			         eb_conn_offered_identity(s->conn));
 		else if (f == EB_CONN_FAIL_BAD_KEY)
-			log_warning("Refusing %s: wrong key for user \"%s\"", s->peer,
-			            eb_conn_offered_identity(s->conn));
+			log_peer(b, PEER_LOG_HANDSHAKE, LOG_WARNING,
+			         "Refusing %s: wrong key for user \"%s\"", s->peer,
+			         eb_conn_offered_identity(s->conn));
 		else
-			log_warning("Refusing %s: %s (%s)", s->peer, eb_conn_failure_to_string(f),
-			            tls_err[0] ? tls_err : "no detail");
+			log_peer(b, PEER_LOG_HANDSHAKE, LOG_WARNING, "Refusing %s: %s (%s)",
+			         s->peer, eb_conn_failure_to_string(f),
+			         tls_err[0] ? tls_err : "no detail");
 		return -EACCES;
 	}
-	if (identify_tls(s) < 0) {
-		log_warning("Refusing %s: its TLS identity names no user", s->peer);
-		return -EACCES;
+	set_state(s, SESSION_HELLO);
+	r = identify_tls(s);
+	if (r < 0) {
+		/* Authenticated by TLS, so the peer may be told why, in the protocol. */
+		refuse_identity(s, r);
+		return 0;
 	}
-	s->state = SESSION_HELLO;
 	return 0;
 }
 
@@ -671,7 +910,8 @@ static void log_gone(struct session *s, int r)
 	if (r == 0 || r == -ECONNRESET || r == -EPIPE)
 		log_debug("%s (user %s) closed the connection", s->peer, user_name(s));
 	else
-		log_info("%s (user %s) went away: %s", s->peer, user_name(s), strerror(-r));
+		log_peer(s->broker, PEER_LOG_SESSION, LOG_INFO, "%s (user %s) went away: %s",
+		         s->peer, user_name(s), strerror(-r));
 }
 
 void session_pump(struct session *s)
@@ -695,14 +935,18 @@ void session_pump(struct session *s)
 		}
 		if (s->state == SESSION_CLOSING) {
 			if (s->wend == s->wstart)
-				goto close;
+				goto close_notify;
 			break;
 		}
 		if (s->rend < SESSION_RBUF_SIZE) {
 			ssize_t k =
 			    eb_conn_read(s->conn, s->rbuf + s->rend, SESSION_RBUF_SIZE - s->rend);
 
-			if (k == 0 || (k < 0 && k != -EAGAIN)) {
+			if (k == 0) {
+				log_gone(s, 0);
+				goto close_notify;
+			}
+			if (k < 0 && k != -EAGAIN) {
 				log_gone(s, (int)k);
 				goto close;
 			}
@@ -720,6 +964,10 @@ void session_pump(struct session *s)
 	}
 	session_update_events(s);
 	return;
+close_notify:
+	/* An orderly end, ours or the peer's: TLS says so with close_notify before the FIN, so
+	 * that the peer can tell it from a truncation. Best effort, the socket is non-blocking. */
+	eb_conn_shutdown(s->conn);
 close:
 	session_free(s);
 }
@@ -751,8 +999,25 @@ static int on_timer(sd_event_source *src, uint64_t usec, void *userdata)
 		}
 		return 0;
 	}
-	log_warning("Closing %s: no HELLO within %llu s", s->peer,
-	            (unsigned long long)(SESSION_HELLO_TIMEOUT_USEC / 1000000));
+	if (s->state == SESSION_CLOSING) {
+		log_debug("Closing %s: it did not take its last message in time", s->peer);
+		session_free(s);
+		return 0;
+	}
+	log_peer(s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING, "Closing %s: no HELLO within %u s",
+	         s->peer, s->broker->conf->hello_timeout_s);
+	session_free(s);
+	return 0;
+}
+
+static int on_frame_timer(sd_event_source *src, uint64_t usec, void *userdata)
+{
+	struct session *s = userdata;
+
+	(void)src, (void)usec;
+	log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+	         "Closing %s (user %s): a frame begun %u s ago is still incomplete", s->peer,
+	         user_name(s), s->broker->conf->frame_timeout_s);
 	session_free(s);
 	return 0;
 }

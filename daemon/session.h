@@ -17,8 +17,6 @@ struct eb_conf;
 
 #define SESSION_RBUF_SIZE (EB_FRAME_MAX + 16384)
 #define SESSION_WBUF_SIZE (EB_FRAME_MAX + 4096)
-/* A peer has this long to finish TLS and say HELLO. */
-#define SESSION_HELLO_TIMEOUT_USEC (10 * 1000000ULL)
 /* A GET the pool cannot back waits this long before EMPTY. */
 #define SESSION_GET_WAIT_USEC (250 * 1000ULL)
 
@@ -31,6 +29,13 @@ enum session_state {
 	_SESSION_STATE_INVALID = -22,
 };
 
+/* Where a network peer comes from, for the per-address limit on handshakes: an IPv4 address, an
+ * IPv6 /64 (one subscriber's usual share), a vsock CID, or the pid of a unix+tls peer. */
+struct peer_addr {
+	int family; /* AF_INET, AF_INET6, AF_VSOCK, AF_UNIX; 0 when unknown */
+	uint8_t bytes[8];
+};
+
 struct session {
 	struct broker *broker;
 	struct session *next, *prev;
@@ -38,8 +43,12 @@ struct session {
 	bool queued;
 
 	struct eb_conn *conn;
-	sd_event_source *io, *defer, *timer;
+	sd_event_source *io, *defer, *timer, *frame_timer;
 	enum session_state state;
+	bool local;         /* plain unix, no TLS: counted apart from network sessions */
+	bool frame_started; /* frame_timer runs for the partial frame at rbuf's head */
+	struct peer_addr addr;
+	uint64_t accepted_usec;
 	char peer[128];       /* "tcp [::1]:40000", "unix pid=12 uid=1000" */
 	const char *listener; /* the listener's name */
 	int user;             /* index into conf->users, -1 before it is known */
@@ -61,8 +70,10 @@ struct session {
 	uint64_t bits_in, bits_out;
 };
 
-/* Creates a session for an accepted fd (ownership taken). tls: wrap in the broker's TLS. For
- * unix peers, ucred identifies the user. */
+/* Creates a session for an accepted fd (ownership taken). tls: wrap in the broker's TLS; without
+ * it the peer is local (plain unix), identified by its ucred and counted apart. A peer over a
+ * limit is refused here: a local one with an ERROR (busy), a network one by closing the
+ * connection before the handshake. *ret is NULL then, and also when the session ended at once. */
 int session_new(struct broker *b, int fd, bool tls, const char *listener, struct session **ret);
 void session_free(struct session *s);
 

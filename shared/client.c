@@ -291,6 +291,9 @@ static int broker_error(struct eb_client *c, const struct eb_msg_error *e)
 	case EB_ERR_SHUTDOWN:
 		r = -ESHUTDOWN;
 		break;
+	case EB_ERR_BUSY:
+		r = -EBUSY;
+		break;
 	case EB_ERR_PROTOCOL:
 	case EB_ERR_INTERNAL:
 	case _EB_ERR_MAX:
@@ -373,6 +376,7 @@ static int op_timeout(const struct eb_client *c)
 static int connect_one(struct eb_client *c, unsigned i)
 {
 	struct eb_msg m = {.type = EB_MSG_HELLO};
+	struct sigpipe_guard g;
 	int fd, r;
 
 	c->current = (int)i;
@@ -393,7 +397,24 @@ static int connect_one(struct eb_client *c, unsigned i)
 	m.hello.roles = (uint8_t)c->roles;
 	m.hello.claim_mbits_per_byte = c->claim;
 	snprintf(m.hello.kind, sizeof(m.hello.kind), "%s", c->kind);
-	r = send_msg(c, &m);
+	/* The handshake first, on its own: a broker at one of its limits closes a connection it
+	 * will not take before it answers the ClientHello, while a refused user or key gets a TLS
+	 * alert. The first is worth another try later, the second is not. */
+	sigpipe_block(&g);
+	r = eb_conn_write_full(c->conn, NULL, 0, c->timeout_ms);
+	sigpipe_restore(&g);
+	if (r < 0 && eb_uri_is_tls(&c->uris[i]) && eb_conn_failure(c->conn) == EB_CONN_FAIL_EOF) {
+		snprintf(
+		    c->last_error, sizeof(c->last_error),
+		    "%s closed the connection before the TLS handshake finished (busy, or at a connection limit?)",
+		    c->uri_text[i]);
+		eb_client_disconnect(c);
+		return -ECONNREFUSED;
+	}
+	if (r < 0)
+		(void)fail(c, r, NULL);
+	else
+		r = send_msg(c, &m);
 	if (r < 0) {
 		if (r == -EACCES || r == -EPROTO || r == -ECONNRESET || r == -EPIPE)
 			snprintf(

@@ -27,6 +27,12 @@
 #define DEFAULT_SEED_SAVE_S    600
 #define DEFAULT_STATUS_S       60
 #define DEFAULT_MAX_SESSIONS   1024
+#define DEFAULT_MAX_LOCAL      256
+#define DEFAULT_MAX_HANDSHAKES 64
+#define DEFAULT_MAX_PER_ADDR   8
+#define DEFAULT_HELLO_S        10
+#define DEFAULT_FRAME_S        30
+#define DEFAULT_USER_SESSIONS  256
 #define DEFAULT_MAX_CREDIT     8
 #define USER_NAME_MAX          64
 #define LINE_MAX_RAW           1024
@@ -52,6 +58,8 @@ struct item {
 struct ctx {
 	const char *path;
 	FILE *f;
+	char *raw; /* the line as read, NUL bytes and all */
+	size_t raw_size;
 	struct eb_conf *conf;
 	unsigned line; /* the line the reader handed inih last */
 	bool stop;     /* an error was found: hand inih no more lines */
@@ -74,6 +82,7 @@ static int parse_bool(struct ctx *c, const char *value, void *field);
 static int parse_save_interval(struct ctx *c, const char *value, void *field);
 static int parse_status_interval(struct ctx *c, const char *value, void *field);
 static int parse_max_sessions(struct ctx *c, const char *value, void *field);
+static int parse_timeout(struct ctx *c, const char *value, void *field);
 static int parse_listen(struct ctx *c, const char *value, void *field);
 static int parse_roles(struct ctx *c, const char *value, void *field);
 static int parse_key_file(struct ctx *c, const char *value, void *field);
@@ -101,6 +110,16 @@ static const struct item items[] = {
      offsetof(struct eb_conf, status_interval_s), false, "a number of seconds 1..86400"},
     {SECTION_BROKER, "max-sessions", parse_max_sessions, offsetof(struct eb_conf, max_sessions),
      false, "a number 1..65536"},
+    {SECTION_BROKER, "max-local-sessions", parse_max_sessions,
+     offsetof(struct eb_conf, max_local_sessions), false, "a number 1..65536"},
+    {SECTION_BROKER, "max-handshakes", parse_max_sessions, offsetof(struct eb_conf, max_handshakes),
+     false, "a number 1..65536"},
+    {SECTION_BROKER, "max-handshakes-per-address", parse_max_sessions,
+     offsetof(struct eb_conf, max_handshakes_per_address), false, "a number 1..65536"},
+    {SECTION_BROKER, "hello-timeout-sec", parse_timeout, offsetof(struct eb_conf, hello_timeout_s),
+     false, "a number of seconds 1..3600"},
+    {SECTION_BROKER, "frame-timeout-sec", parse_timeout, offsetof(struct eb_conf, frame_timeout_s),
+     false, "a number of seconds 1..3600"},
     {SECTION_BROKER, "listen", parse_listen, offsetof(struct eb_conf, listen), true,
      "tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH or vsock://CID[:PORT]"},
     {SECTION_USER, "role", parse_roles, offsetof(struct eb_user, roles), false,
@@ -115,6 +134,8 @@ static const struct item items[] = {
      offsetof(struct eb_user, max_credit_per_byte), false, "a number of bits 0..8"},
     {SECTION_USER, "quota-bits-per-hour", parse_quota,
      offsetof(struct eb_user, quota_bits_per_hour), false, "a number of bits, 0 for no quota"},
+    {SECTION_USER, "max-sessions", parse_max_sessions, offsetof(struct eb_user, max_sessions),
+     false, "a number 1..65536"},
 };
 
 _Static_assert(EB_CONF_LISTEN_MAX == 16, "parse_listen() names the limit");
@@ -257,6 +278,12 @@ static int parse_max_sessions(struct ctx *c, const char *value, void *field)
 {
 	(void)c;
 	return parse_unsigned(value, 1, 65536, field);
+}
+
+static int parse_timeout(struct ctx *c, const char *value, void *field)
+{
+	(void)c;
+	return parse_unsigned(value, 1, 3600, field);
 }
 
 static int parse_credit(struct ctx *c, const char *value, void *field)
@@ -522,6 +549,7 @@ static int add_user(struct ctx *c, const char *name, size_t n)
 	users[conf->n_users] = (struct eb_user){
 	    .name = copy,
 	    .max_credit_per_byte = DEFAULT_MAX_CREDIT,
+	    .max_sessions = DEFAULT_USER_SESSIONS,
 	};
 	lines[conf->n_users] = c->line;
 	c->user = conf->n_users++;
@@ -603,22 +631,26 @@ static char *reader(char *str, int num, void *stream)
 {
 	struct ctx *c = stream;
 	const char *p;
-	size_t len;
+	ssize_t len;
 
 	if (c->stop || num < 2)
 		return NULL;
-	if (!fgets(str, num, c->f))
+	len = getline(&c->raw, &c->raw_size, c->f);
+	if (len < 0)
 		return NULL;
 	c->line++;
 
-	len = strlen(str);
-	if (len >= LINE_MAX_RAW || (len == (size_t)num - 1 && str[len - 1] != '\n')) {
-		int ch = fgetc(c->f);
-		if (ch != EOF || len >= LINE_MAX_RAW) {
-			conf_error(c, c->line, "line too long (at most %d characters)", num - 3);
-			return NULL;
-		}
+	/* inih sees a string, so a NUL byte would end the value there and drop the rest of the
+	 * line without a word: "capacity-bits = 4096\0junk" must not read as 4096. */
+	if (memchr(c->raw, '\0', (size_t)len)) {
+		conf_error(c, c->line, "NUL byte in the line");
+		return NULL;
 	}
+	if (len >= LINE_MAX_RAW || len > num - 1) {
+		conf_error(c, c->line, "line too long (at most %d characters)", num - 3);
+		return NULL;
+	}
+	memcpy(str, c->raw, (size_t)len + 1);
 
 	p = str;
 	if (c->line == 1 && strncmp(p, "\xef\xbb\xbf", 3) == 0)
@@ -767,6 +799,11 @@ int eb_conf_new_default(struct eb_conf **ret)
 	    .seed_save_interval_s = DEFAULT_SEED_SAVE_S,
 	    .status_interval_s = DEFAULT_STATUS_S,
 	    .max_sessions = DEFAULT_MAX_SESSIONS,
+	    .max_local_sessions = DEFAULT_MAX_LOCAL,
+	    .max_handshakes = DEFAULT_MAX_HANDSHAKES,
+	    .max_handshakes_per_address = DEFAULT_MAX_PER_ADDR,
+	    .hello_timeout_s = DEFAULT_HELLO_S,
+	    .frame_timeout_s = DEFAULT_FRAME_S,
 	};
 	if (!conf->seed_file) {
 		free(conf);
@@ -847,6 +884,7 @@ int eb_conf_load(const char *path, struct eb_conf **ret, char **ret_error)
 		validate(&c);
 
 	free(c.user_lines);
+	free(c.raw);
 	if (c.r < 0) {
 		set_error(ret_error, c.error);
 		return c.r;

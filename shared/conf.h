@@ -23,6 +23,7 @@ struct eb_user {
 	gid_t unix_gid;               /* members of this primary gid over unix: are this user */
 	unsigned max_credit_per_byte; /* 0..8; a source's claims are capped at this (default 8) */
 	uint64_t quota_bits_per_hour; /* 0: no quota; full-entropy bits a sink may draw per hour */
+	unsigned max_sessions;        /* default 256: authenticated sessions at once */
 };
 
 struct eb_conf {
@@ -34,7 +35,13 @@ struct eb_conf {
 	bool credit_seed_file;         /* default no */
 	unsigned seed_save_interval_s; /* default 600 */
 	unsigned status_interval_s;    /* default 60: periodic pool-level journal line */
-	unsigned max_sessions;         /* default 1024 */
+	unsigned max_sessions;         /* default 1024: over TCP, vsock and unix+tls, any state */
+	unsigned max_local_sessions;   /* default 256: over plain unix, apart from the above */
+	unsigned max_handshakes;       /* default 64: network sessions not yet authenticated */
+	unsigned max_handshakes_per_address; /* default 8: the same, per IPv4 address, IPv6 /64,
+	                                      * vsock CID or unix+tls process */
+	unsigned hello_timeout_s;            /* default 10: TLS and HELLO must be done by then */
+	unsigned frame_timeout_s;            /* default 30: a frame begun must end within it */
 	char *listen[EB_CONF_LISTEN_MAX];
 	unsigned n_listen;
 	struct eb_user *users;

@@ -161,12 +161,20 @@ int eb_conn_handshake(struct eb_conn *c)
 	r = SSL_do_handshake(c->ssl);
 	if (r == 1) {
 		c->handshake_done = true;
+		/* Records that came with the client's Finished (its HELLO, say) are whole and wait
+		 * in the read-ahead buffer: eb_conn_pending() must report them. */
+		c->read_blocked = false;
 		return 0;
 	}
 	err = ERR_peek_last_error();
 	r = ssl_result(c, r);
-	if (r == -EAGAIN)
+	if (r == -EAGAIN) {
+		/* As in eb_conn_read(): what OpenSSL holds now is a partial record (one byte of a
+		 * header, say), which only the socket can complete. Without this a peer that sends
+		 * part of a record and falls silent has eb_conn_pending() report true for ever. */
+		c->read_blocked = !c->want_write;
 		return r;
+	}
 	if (r == 0 || r == -ECONNRESET)
 		c->failure = eb_tls_peer(c->ssl) && !eb_tls_peer(c->ssl)->known
 		                 ? EB_CONN_FAIL_UNKNOWN_USER

@@ -419,7 +419,7 @@ static int drbg_reseed(struct eb_pool *pool)
 	return 0;
 }
 
-int eb_pool_take_drbg(struct eb_pool *pool, void *buf, size_t len)
+int eb_pool_take_drbg(struct eb_pool *pool, void *buf, size_t len, bool may_reseed)
 {
 	uint8_t *out = buf;
 	size_t off, n;
@@ -430,7 +430,7 @@ int eb_pool_take_drbg(struct eb_pool *pool, void *buf, size_t len)
 
 	if (len == 0)
 		return 0;
-	if (!pool->drbg_seeded && pool->held == 0)
+	if (!pool->drbg_seeded && (pool->held == 0 || !may_reseed))
 		return -EAGAIN;
 
 	r = spill_flush(pool);
@@ -442,7 +442,8 @@ int eb_pool_take_drbg(struct eb_pool *pool, void *buf, size_t len)
 		 * mode asked for availability, not fresh entropy. The reseed happens at the first
 		 * request that finds a block. */
 		if (!pool->drbg_seeded ||
-		    (pool->drbg_bytes >= EB_POOL_DRBG_RESEED_BYTES && pool->held > 0)) {
+		    (may_reseed && pool->drbg_bytes >= EB_POOL_DRBG_RESEED_BYTES &&
+		     pool->held > 0)) {
 			r = drbg_reseed(pool);
 			if (r < 0)
 				goto fail;

@@ -39,9 +39,11 @@ int eb_pool_take_full(struct eb_pool *pool, void *buf, size_t len);
 /* Fills buf with len bytes of DRBG output. The DRBG is seeded from 256 + 64 bits of pool credit
  * (one 512-bit block of level) on first use and reseeded from the pool every
  * EB_POOL_DRBG_RESEED_BYTES when the pool has a block; -EAGAIN when it has never been seeded and
- * the pool cannot seed it. */
+ * the pool cannot seed it. With may_reseed false the pool's level is left alone: a seeded DRBG
+ * serves without its scheduled reseed (the caller rations how often DRBG mode may spend a block),
+ * an unseeded one gives -EAGAIN. */
 #define EB_POOL_DRBG_RESEED_BYTES (1u << 20)
-int eb_pool_take_drbg(struct eb_pool *pool, void *buf, size_t len);
+int eb_pool_take_drbg(struct eb_pool *pool, void *buf, size_t len, bool may_reseed);
 
 /* Level bits a full-entropy request of len bytes costs, exactly what take_full lowers the level
  * by: 8 * len rounded up to whole 512-bit blocks. The EB_POOL_OVERHEAD_BITS were paid when each

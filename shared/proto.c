@@ -660,7 +660,7 @@ static const char *const error_code_table[_EB_ERR_MAX] = {
     [EB_ERR_PROTOCOL] = "protocol",   [EB_ERR_VERSION] = "version",
     [EB_ERR_AUTH] = "auth",           [EB_ERR_FORBIDDEN] = "forbidden",
     [EB_ERR_TOO_LARGE] = "too-large", [EB_ERR_INTERNAL] = "internal",
-    [EB_ERR_SHUTDOWN] = "shutdown",
+    [EB_ERR_SHUTDOWN] = "shutdown",   [EB_ERR_BUSY] = "busy",
 };
 
 const char *eb_error_code_to_string(enum eb_error_code c)

@@ -68,6 +68,7 @@ enum eb_error_code {
 	EB_ERR_TOO_LARGE = 5, /* a size is over a limit */
 	EB_ERR_INTERNAL = 6,  /* the broker failed; try another */
 	EB_ERR_SHUTDOWN = 7,  /* the broker is stopping */
+	EB_ERR_BUSY = 8,      /* a session limit is reached; try again later or another broker */
 	_EB_ERR_MAX,
 	_EB_ERR_INVALID = -22,
 };

@@ -130,7 +130,7 @@ static size_t fresh_bytes(struct eb_pool *pool, uint8_t *buf, size_t len)
 {
 	ssize_t k;
 
-	if (pool && eb_pool_take_drbg(pool, buf, len) >= 0)
+	if (pool && eb_pool_take_drbg(pool, buf, len, true) >= 0)
 		return len;
 	k = getrandom(buf, len, GRND_NONBLOCK);
 	return k == (ssize_t)len ? len : 0;

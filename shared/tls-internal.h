@@ -9,8 +9,11 @@
 #include "proto.h"
 
 struct eb_tls_peer {
-	char identity[EB_KIND_MAX + 1]; /* printable copy of the PSK identity offered */
+	char identity[EB_KIND_MAX + 4]; /* printable copy of the PSK identity offered; "..." ends
+	                                 * one longer than EB_KIND_MAX */
 	bool known;                     /* the identity named a configured user */
+	bool too_long;                  /* longer than any user name: never looked up */
+	unsigned offered;               /* identities offered so far in this handshake */
 };
 
 /* The peer record of a server-side connection, or NULL before the client offered a PSK. */

@@ -75,28 +75,63 @@ static SSL_SESSION *psk_session(SSL *ssl, const uint8_t key[EB_KEY_SIZE])
 	return s;
 }
 
+/* A ClientHello may offer many identities, and OpenSSL asks us about each in turn until one has a
+ * session. Only the first few are looked up: no client of ours offers more than one, and a
+ * stranger must not make the broker search its user table thousands of times per handshake. */
+#define PEER_LOOKUPS_MAX 4
+
+/* The one peer record of a connection, made at the first identity offered and reused for the
+ * next: a ClientHello with thousands of identities costs one allocation, not thousands. */
+static struct eb_tls_peer *peer_record(SSL *ssl)
+{
+	struct eb_tls_peer *peer = SSL_get_ex_data(ssl, ssl_index);
+
+	if (peer)
+		return peer;
+	peer = calloc(1, sizeof(*peer));
+	if (!peer)
+		return NULL;
+	if (!SSL_set_ex_data(ssl, ssl_index, peer)) {
+		free(peer);
+		return NULL;
+	}
+	return peer;
+}
+
 static int find_session(SSL *ssl, const unsigned char *identity, size_t identity_len,
                         SSL_SESSION **ret)
 {
 	struct server_data *d = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ctx_index);
 	struct eb_tls_peer *peer;
 	uint8_t key[EB_KEY_SIZE];
+	bool printable = true;
+	size_t shown;
 
 	*ret = NULL;
-	peer = calloc(1, sizeof(*peer));
+	peer = peer_record(ssl);
 	if (!peer)
 		return 0;
-	/* The identity is the peer's first word to us: bound it and keep it printable, since
-	 * it ends up in a log line when the user is unknown. */
-	identity_len = MIN(identity_len, sizeof(peer->identity) - 1);
-	for (size_t i = 0; i < identity_len; i++)
-		peer->identity[i] =
-		    identity[i] >= 0x20 && identity[i] < 0x7f ? (char)identity[i] : '?';
-	if (!SSL_set_ex_data(ssl, ssl_index, peer)) {
-		free(peer);
-		return 0;
+	if (peer->offered++ >= PEER_LOOKUPS_MAX)
+		return 1; /* No session for this one either; the handshake fails for want of a PSK.
+		           */
+
+	/* The identity is the peer's first word to us: keep a printable copy, since it ends up in
+	 * a log line when the user is unknown. One longer than any user name can be is nobody,
+	 * and is not looked up under a shortened name: "..." marks it in the log. */
+	peer->known = false;
+	peer->too_long = identity_len > EB_KIND_MAX;
+	shown = MIN(identity_len, (size_t)EB_KIND_MAX);
+	for (size_t i = 0; i < shown; i++) {
+		bool ok = identity[i] >= 0x20 && identity[i] < 0x7f;
+
+		peer->identity[i] = ok ? (char)identity[i] : '?';
+		printable = printable && ok;
 	}
-	if (d->lookup(peer->identity, key, d->userdata) < 0)
+	peer->identity[shown] = '\0';
+	if (peer->too_long)
+		memcpy(peer->identity + shown, "...", sizeof("..."));
+	/* Only the bytes as sent name a user: "al\001ce" is not "al?ce". */
+	if (peer->too_long || !printable || d->lookup(peer->identity, key, d->userdata) < 0)
 		return 1; /* No session: the handshake fails for want of a PSK. */
 	peer->known = true;
 	*ret = psk_session(ssl, key);

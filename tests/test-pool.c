@@ -464,7 +464,7 @@ static void run_random(uint64_t capacity, unsigned steps)
 			break;
 		case 6:
 			len = rnd(3000);
-			r = eb_pool_take_drbg(p, out, len);
+			r = eb_pool_take_drbg(p, out, len, true);
 			if (r == -EAGAIN) {
 				assert_int_equal(level, 0);
 				assert_int_equal(n_reseed, reseeds);
@@ -546,12 +546,12 @@ static void test_drbg_mode(void **state)
 	for (size_t i = 0; i < sizeof(data); i++)
 		data[i] = (uint8_t)(i ^ 0x5a);
 	assert_int_equal(eb_pool_new(4096, &p, NULL), 0);
-	assert_int_equal(eb_pool_take_drbg(p, out, 32), -EAGAIN);
+	assert_int_equal(eb_pool_take_drbg(p, out, 32, true), -EAGAIN);
 	assert_int_equal(n_reseed, 0);
-	assert_int_equal(eb_pool_take_drbg(p, out, 0), 0);
+	assert_int_equal(eb_pool_take_drbg(p, out, 0, true), 0);
 
 	assert_int_equal(eb_pool_add(p, data, 72, 576, NULL), 0);
-	assert_int_equal(eb_pool_take_drbg(p, a, sizeof(a)), 0);
+	assert_int_equal(eb_pool_take_drbg(p, a, sizeof(a), true), 0);
 	assert_int_equal(eb_pool_level(p), 0);
 	/* Seeded with the block itself as entropy input. */
 	assert_int_equal(n_reseed, 1);
@@ -560,7 +560,7 @@ static void test_drbg_mode(void **state)
 	assert_memory_equal(last_reseed_ent, h, 64);
 
 	/* Once seeded it serves on an empty pool. */
-	assert_int_equal(eb_pool_take_drbg(p, b, sizeof(b)), 0);
+	assert_int_equal(eb_pool_take_drbg(p, b, sizeof(b), true), 0);
 	assert_memory_not_equal(a, b, sizeof(a));
 	assert_int_equal(n_reseed, 1);
 
@@ -569,12 +569,47 @@ static void test_drbg_mode(void **state)
 	assert_int_equal(eb_pool_add(p, data + 72, 144, 2 * 576, NULL), 0);
 	assert_int_equal(eb_pool_level(p), 1024);
 	n_generate = 0;
-	assert_int_equal(eb_pool_take_drbg(p, out, 3 * EB_POOL_DRBG_RESEED_BYTES + 1), 0);
+	assert_int_equal(eb_pool_take_drbg(p, out, 3 * EB_POOL_DRBG_RESEED_BYTES + 1, true), 0);
 	assert_true(n_generate >= (3 * EB_POOL_DRBG_RESEED_BYTES + 1) / 65536);
 	assert_int_equal(n_reseed, 3);
 	assert_int_equal(eb_pool_level(p), 0);
 	sha512(data + 144, 72, h);
 	assert_memory_equal(last_reseed_ent, h, 64);
+}
+
+/* With may_reseed false DRBG mode never spends the pool: the broker rations reseeds by time and
+ * by the drawing user's quota, and a sink drawing gigabytes must not drain credited entropy. */
+static void test_drbg_no_reseed(void **state)
+{
+	_cleanup_(pool_freep) struct eb_pool *p = NULL;
+	_cleanup_free_ uint8_t *out = malloc(2 * EB_POOL_DRBG_RESEED_BYTES);
+	uint8_t data[2 * 72];
+
+	(void)state;
+	assert_non_null(out);
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7 + 1);
+	assert_int_equal(eb_pool_new(4096, &p, NULL), 0);
+	assert_int_equal(eb_pool_add(p, data, sizeof(data), 2 * 576, NULL), 0);
+	assert_int_equal(eb_pool_level(p), 1024);
+
+	/* Never seeded: it cannot serve without a block, and takes none. */
+	assert_int_equal(eb_pool_take_drbg(p, out, 32, false), -EAGAIN);
+	assert_int_equal(eb_pool_level(p), 1024);
+	assert_int_equal(n_reseed, 0);
+
+	/* Seeded once, then served past the schedule without another block. */
+	assert_int_equal(eb_pool_take_drbg(p, out, 32, true), 0);
+	assert_int_equal(n_reseed, 1);
+	assert_int_equal(eb_pool_level(p), 512);
+	assert_int_equal(eb_pool_take_drbg(p, out, 2 * EB_POOL_DRBG_RESEED_BYTES, false), 0);
+	assert_int_equal(n_reseed, 1);
+	assert_int_equal(eb_pool_level(p), 512);
+
+	/* The schedule is kept for the next request that may reseed. */
+	assert_int_equal(eb_pool_take_drbg(p, out, 32, true), 0);
+	assert_int_equal(n_reseed, 2);
+	assert_int_equal(eb_pool_level(p), 0);
 }
 
 /* Uncredited input, and input beyond capacity, reaches the DRBGs as additional input. */
@@ -591,16 +626,16 @@ static void test_uncredited_mix(void **state)
 	assert_int_equal(credited, 0);
 	assert_int_equal(eb_pool_level(p), 512);
 
-	assert_int_equal(eb_pool_take_drbg(p, out, sizeof(out)), 0);
+	assert_int_equal(eb_pool_take_drbg(p, out, sizeof(out), true), 0);
 	assert_int_equal(last_adinlen, 0); /* the reseed took it */
 	assert_int_equal(eb_pool_add(p, data, sizeof(data), 576, NULL), 0);
 	assert_int_equal(eb_pool_add(p, data, 5, 0, NULL), 0);
 	assert_int_equal(eb_pool_take_full(p, out, sizeof(out)), 0);
 	assert_int_equal(last_adinlen, 64);
-	assert_int_equal(eb_pool_take_drbg(p, out, sizeof(out)), 0);
+	assert_int_equal(eb_pool_take_drbg(p, out, sizeof(out), true), 0);
 	assert_int_equal(last_adinlen, 64);
 	/* Given once, not again. */
-	assert_int_equal(eb_pool_take_drbg(p, out, sizeof(out)), 0);
+	assert_int_equal(eb_pool_take_drbg(p, out, sizeof(out), true), 0);
 	assert_int_equal(last_adinlen, 0);
 }
 
@@ -689,6 +724,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_random_small, reset),
 	    cmocka_unit_test_setup(test_random_large, reset),
 	    cmocka_unit_test_setup(test_drbg_mode, reset),
+	    cmocka_unit_test_setup(test_drbg_no_reseed, reset),
 	    cmocka_unit_test_setup(test_uncredited_mix, reset),
 	    cmocka_unit_test_setup(test_export, reset),
 	    cmocka_unit_test_setup(test_restore, reset),
