@@ -308,11 +308,11 @@ def wait_closed(s, timeout):
     return None
 
 
-def legit_during(t, legit, w, attack, every=1.0):
+def legit_during(t, legit, w, attack, every=1.0, which=None):
     """Legitimate rounds, one every `every` seconds, for as long as the attacker thread t
     runs (at least one)."""
     while True:
-        legit.round(attack)
+        legit.round(attack, which=which)
         w.sample()
         t.join(every)
         if not t.is_alive():
