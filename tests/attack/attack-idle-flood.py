@@ -15,7 +15,7 @@ import socket
 import time
 
 from attacklib import (ATTACKER, MSG, ROLE_SINK, Legit, Raw, Window, check, expect, legit_during,
-                       main, run_attacker, start_broker)
+                       main, run_attacker, start_broker, wait_closed)
 
 CONNECTIONS = 1100
 DURATION_S = 30
@@ -96,7 +96,7 @@ def sessions_per_user(b):
             t, payload = r.recv()
         expect(t != MSG["WELCOME"], f"carl's 5th session is refused (got {t}, "
                f"{payload[4:].decode(errors='replace') if t == MSG['ERROR'] else ''})")
-        expect(t is None or r.closed(), "and its connection is closed")
+        expect(wait_closed(r.s, 5) is not None, "and its connection is closed")
         new = b.read_log()[before:]
         print(f"# the broker on carl's 5th session: {new.strip().splitlines()[-3:]}")
         p = Legit(b).round("carl at his session limit", which=("sink-tls", "sink-unix"))
