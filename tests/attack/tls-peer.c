@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: MIT */
+/* A TLS peer for attack-close-notify.py: connects to a broker with a user's PSK (TLS 1.3,
+ * TLS_AES_256_GCM_SHA384, as docs/protocol.md says), says HELLO as a sink, then does what the
+ * broker must end the session for, and reports how the session ended: with a close_notify alert
+ * before the TCP FIN, or a bare EOF. It is OpenSSL alone, not libeb, so that no broker code
+ * judges the broker; and without SSL_OP_IGNORE_UNEXPECTED_EOF, so that a bare EOF shows.
+ *
+ * Usage: attack-tls-peer HOST PORT USER KEYFILE put|garbage [SOURCE-ADDRESS]
+ *   put      a PUT, which a sink-only user may not send (ERROR FORBIDDEN)
+ *   garbage  a frame header with an unknown type (ERROR PROTOCOL)
+ * SOURCE-ADDRESS: an IPv4 address to connect from (the attack tests' attacker is 127.0.0.2).
+ * Prints "welcome", "error CODE" and one of "close: close_notify", "close: eof",
+ * "close: other ..."; exits 0 when it got that far, 1 otherwise. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+static const unsigned char suite_id[2] = {0x13, 0x02};
+static char user[65];
+static unsigned char key[32];
+
+static int use_session(SSL *ssl, const EVP_MD *md, const unsigned char **id, size_t *idlen,
+                       SSL_SESSION **sess)
+{
+	const SSL_CIPHER *cipher = SSL_CIPHER_find(ssl, suite_id);
+	SSL_SESSION *s;
+
+	*sess = NULL;
+	/* The PSK is bound to SHA-384; offered with another hash it would not verify. */
+	if (!cipher || (md && md != SSL_CIPHER_get_handshake_digest(cipher)))
+		return 1;
+	s = SSL_SESSION_new();
+	if (!s || !SSL_SESSION_set1_master_key(s, key, sizeof(key)) ||
+	    !SSL_SESSION_set_cipher(s, cipher) ||
+	    !SSL_SESSION_set_protocol_version(s, TLS1_3_VERSION)) {
+		SSL_SESSION_free(s);
+		return 0;
+	}
+	*sess = s;
+	*id = (const unsigned char *)user;
+	*idlen = strlen(user);
+	return 1;
+}
+
+static int read_key(const char *path)
+{
+	char hex[80] = "";
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return -errno;
+	if (!fgets(hex, sizeof(hex), f)) {
+		fclose(f);
+		return -EINVAL;
+	}
+	fclose(f);
+	for (size_t i = 0; i < sizeof(key); i++) {
+		unsigned v;
+
+		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+			return -EINVAL;
+		key[i] = (unsigned char)v;
+	}
+	return 0;
+}
+
+static int connect_to(const char *host, const char *port, const char *from)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+	struct timeval tv = {.tv_sec = 10};
+	int fd;
+
+	if (getaddrinfo(host, port, &hints, &ai) != 0 || !ai)
+		return -1;
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && from) {
+		struct sockaddr_in sin = {.sin_family = AF_INET};
+
+		if (inet_pton(AF_INET, from, &sin.sin_addr) != 1 ||
+		    bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(ai);
+	/* A broker that never answers must not hang the test. */
+	if (fd >= 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+static int read_exact(SSL *ssl, unsigned char *buf, size_t n)
+{
+	size_t got;
+
+	while (n > 0) {
+		if (SSL_read_ex(ssl, buf, n, &got) != 1)
+			return -1;
+		buf += got;
+		n -= got;
+	}
+	return 0;
+}
+
+/* Reads one frame; returns its type, or -1. The payload's first bytes go to payload. */
+static int read_frame(SSL *ssl, unsigned char *payload, size_t size)
+{
+	unsigned char hdr[8], skip[256];
+	uint32_t len;
+
+	if (read_exact(ssl, hdr, sizeof(hdr)) < 0)
+		return -1;
+	len = (uint32_t)hdr[4] << 24 | (uint32_t)hdr[5] << 16 | (uint32_t)hdr[6] << 8 | hdr[7];
+	if (len <= size)
+		return read_exact(ssl, payload, len) < 0 ? -1 : hdr[0];
+	if (read_exact(ssl, payload, size) < 0)
+		return -1;
+	for (len -= (uint32_t)size; len > 0;) {
+		size_t k = len < sizeof(skip) ? len : sizeof(skip);
+
+		if (read_exact(ssl, skip, k) < 0)
+			return -1;
+		len -= (uint32_t)k;
+	}
+	return hdr[0];
+}
+
+static int write_all(SSL *ssl, const unsigned char *buf, size_t n)
+{
+	size_t put;
+
+	return SSL_write_ex(ssl, buf, n, &put) == 1 && put == n ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	static const unsigned char hello[] = {1, 0, 0, 0, 0, 0, 0, 10, /* header: HELLO, 10 bytes */
+	                                      0, 1, 2, 0, 0, 0, 0, 0, /* version 1, sink, claim 0 */
+	                                      0, 0};                  /* kind: empty */
+	static const unsigned char put[] = {3, 0, 0, 0,  0, 0, 0, 16, /* header: PUT, 16 bytes */
+	                                    0, 0, 0, 64, 0, 0, 0, 8,  /* credit 64, len 8 */
+	                                    1, 2, 3, 4,  5, 6, 7, 8};
+	static const unsigned char garbage[] = {99, 0, 0, 0, 0, 0, 0, 0};
+	unsigned char payload[64], c;
+	SSL_CTX *ctx;
+	SSL *ssl;
+	size_t got;
+	int fd, t, r, e;
+
+	if ((argc != 6 && argc != 7) || strlen(argv[3]) == 0 || strlen(argv[3]) >= sizeof(user) ||
+	    (strcmp(argv[5], "put") != 0 && strcmp(argv[5], "garbage") != 0)) {
+		fprintf(stderr, "Usage: %s HOST PORT USER KEYFILE put|garbage [SOURCE-ADDRESS]\n",
+		        argv[0]);
+		return 2;
+	}
+	memcpy(user, argv[3], strlen(argv[3]) + 1);
+	if (read_key(argv[4]) < 0) {
+		fprintf(stderr, "%s: cannot read a key from %s\n", argv[0], argv[4]);
+		return 2;
+	}
+	ctx = SSL_CTX_new(TLS_client_method());
+	if (!ctx || !SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) ||
+	    !SSL_CTX_set_ciphersuites(ctx, "TLS_AES_256_GCM_SHA384"))
+		return 1;
+	SSL_CTX_set_psk_use_session_callback(ctx, use_session);
+	fd = connect_to(argv[1], argv[2], argc == 7 ? argv[6] : NULL);
+	if (fd < 0) {
+		fprintf(stderr, "%s: cannot connect to %s port %s\n", argv[0], argv[1], argv[2]);
+		return 1;
+	}
+	ssl = SSL_new(ctx);
+	if (!ssl || !SSL_set_fd(ssl, fd) || SSL_connect(ssl) != 1) {
+		fprintf(stderr, "%s: TLS handshake failed\n", argv[0]);
+		ERR_print_errors_fp(stderr);
+		return 1;
+	}
+	if (write_all(ssl, hello, sizeof(hello)) < 0 ||
+	    read_frame(ssl, payload, sizeof(payload)) != 2) {
+		fprintf(stderr, "%s: no WELCOME\n", argv[0]);
+		return 1;
+	}
+	printf("welcome\n");
+	if (strcmp(argv[5], "put") == 0)
+		r = write_all(ssl, put, sizeof(put));
+	else
+		r = write_all(ssl, garbage, sizeof(garbage));
+	t = r < 0 ? -1 : read_frame(ssl, payload, sizeof(payload));
+	if (t != 11) {
+		fprintf(stderr, "%s: no ERROR (frame type %d)\n", argv[0], t);
+		return 1;
+	}
+	printf("error %u\n", (unsigned)payload[0] << 8 | payload[1]);
+
+	/* Nothing may follow the ERROR but the end of the session: how does it end? */
+	ERR_clear_error();
+	errno = 0;
+	r = SSL_read_ex(ssl, &c, 1, &got);
+	e = SSL_get_error(ssl, r);
+	if (r == 1)
+		printf("close: other (data after the ERROR)\n");
+	else if (e == SSL_ERROR_ZERO_RETURN)
+		printf("close: close_notify\n");
+	else if ((e == SSL_ERROR_SYSCALL && errno == 0) ||
+	         (e == SSL_ERROR_SSL &&
+	          ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING))
+		printf("close: eof\n");
+	else
+		printf("close: other (SSL error %d, errno %d, %s)\n", e, errno,
+		       ERR_reason_error_string(ERR_peek_error())
+		           ? ERR_reason_error_string(ERR_peek_error())
+		           : "-");
+	SSL_free(ssl);
+	close(fd);
+	SSL_CTX_free(ctx);
+	return 0;
+}
