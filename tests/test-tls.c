@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: MIT */
+/* Tests for shared/tls.c and the handshake side of shared/conn.c against what a hostile client
+ * sends before it is anyone: part of a record, a ClientHello offering thousands of PSK identities,
+ * an identity longer than any user name. The server side is the broker's own; the clients are
+ * OpenSSL, or bytes built here. */
+#include <errno.h>
+#include <malloc.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <openssl/ssl.h>
+
+#include "conn.h"
+#include "macro.h"
+#include "tls.h"
+
+#define LONG_USER "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" /* 64 */
+
+static const uint8_t user_key[EB_KEY_SIZE] = {1, 2, 3, 4, 5, 6, 7, 8};
+static unsigned lookups;
+
+static int lookup(const char *identity, uint8_t ret_key[EB_KEY_SIZE], void *userdata)
+{
+	(void)userdata;
+	lookups++;
+	if (strcmp(identity, "alice") != 0 && strcmp(identity, LONG_USER) != 0)
+		return -ENOENT;
+	memcpy(ret_key, user_key, EB_KEY_SIZE);
+	return 0;
+}
+
+/* A server connection on one end of a socketpair; the other end is returned for the client. */
+static struct eb_conn *server_conn(SSL_CTX *ctx, int *ret_client_fd)
+{
+	struct eb_conn *c = NULL;
+	int sv[2];
+
+	/* Non-blocking both ways: a ClientHello of half a megabyte is more than the socket holds. */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
+	assert_int_equal(eb_conn_new(sv[0], ctx, true, true, &c), 0);
+	*ret_client_fd = sv[1];
+	return c;
+}
+
+static void test_partial_record_is_not_pending(void **state)
+{
+	SSL_CTX *ctx = NULL;
+	struct eb_conn *c;
+	int fd;
+
+	(void)state;
+	assert_int_equal(eb_tls_server_new(lookup, NULL, &ctx), 0);
+	c = server_conn(ctx, &fd);
+
+	/* One byte of a record header, then a header announcing 100 bytes and 3 of them: either
+	 * way the handshake waits for the socket, and nothing is pending that poll() would miss.
+	 * Were it pending, the broker would come back for it at once, for ever. */
+	assert_int_equal(write(fd, "\x16", 1), 1);
+	assert_int_equal(eb_conn_handshake(c), -EAGAIN);
+	assert_false(eb_conn_wants_write(c));
+	assert_false(eb_conn_pending(c));
+	assert_int_equal(write(fd, "\x03\x01\x00\x64\x01\x00\x00", 7), 7);
+	assert_int_equal(eb_conn_handshake(c), -EAGAIN);
+	assert_false(eb_conn_pending(c));
+
+	eb_conn_free(c);
+	close(fd);
+	eb_tls_free(ctx);
+}
+
+/* Appends big-endian integers and byte strings to a growing buffer. */
+struct out {
+	uint8_t *p;
+	size_t n, size;
+};
+
+static void put(struct out *o, const void *data, size_t n)
+{
+	if (o->n + n > o->size) {
+		o->size = MAX(2 * o->size, o->n + n);
+		o->p = realloc(o->p, o->size);
+		assert_non_null(o->p);
+	}
+	memcpy(o->p + o->n, data, n);
+	o->n += n;
+}
+
+static void put_u(struct out *o, uint32_t v, unsigned bytes)
+{
+	for (unsigned i = bytes; i > 0; i--) {
+		uint8_t b = (uint8_t)(v >> (8 * (i - 1)));
+		put(o, &b, 1);
+	}
+}
+
+/* A TLS 1.3 ClientHello (RFC 8446, 4.1.2) offering n PSK identities, each identity_len bytes of
+ * 'a' (the first one with its last byte changed per index, so that they differ), with a made-up
+ * binder, wrapped in as many handshake records as it takes. */
+static struct out client_hello(unsigned n, size_t identity_len)
+{
+	struct out ext = {}, psk = {}, body = {}, hs = {}, rec = {};
+	uint8_t zeros[64] = {}, id[512];
+
+	assert_true(identity_len <= sizeof(id));
+	memset(id, 'a', identity_len);
+
+	put_u(&ext, 0x002b, 2), put_u(&ext, 3, 2), put_u(&ext, 2, 1), put_u(&ext, 0x0304, 2);
+	put_u(&ext, 0x000a, 2), put_u(&ext, 4, 2), put_u(&ext, 2, 2), put_u(&ext, 0x001d, 2);
+	put_u(&ext, 0x0033, 2), put_u(&ext, 38, 2), put_u(&ext, 36, 2), put_u(&ext, 0x001d, 2);
+	put_u(&ext, 32, 2), put(&ext, zeros, 32);
+	put_u(&ext, 0x002d, 2), put_u(&ext, 2, 2), put_u(&ext, 1, 1), put_u(&ext, 1, 1);
+
+	/* pre_shared_key, last: identities, then one 48-byte binder (SHA-384). OpenSSL asks about
+	 * the identities before it reads a binder, so one is all a flood needs, and it keeps a
+	 * ClientHello of 9000 identities under OpenSSL's 128 KiB limit. */
+	put_u(&psk, n * (2 + (unsigned)identity_len + 4), 2);
+	for (unsigned i = 0; i < n; i++) {
+		put_u(&psk, (uint32_t)identity_len, 2);
+		if (identity_len > 0)
+			id[identity_len - 1] = (uint8_t)('a' + i % 26);
+		put(&psk, id, identity_len);
+		put_u(&psk, 0, 4);
+	}
+	put_u(&psk, 49, 2);
+	put_u(&psk, 48, 1), put(&psk, zeros, 48);
+	put_u(&ext, 0x0029, 2), put_u(&ext, (uint32_t)psk.n, 2), put(&ext, psk.p, psk.n);
+
+	put_u(&body, 0x0303, 2), put(&body, zeros, 32);
+	put_u(&body, 32, 1), put(&body, zeros, 32);
+	put_u(&body, 2, 2), put_u(&body, 0x1302, 2);
+	put_u(&body, 1, 1), put_u(&body, 0, 1);
+	put_u(&body, (uint32_t)ext.n, 2), put(&body, ext.p, ext.n);
+
+	put_u(&hs, 1, 1), put_u(&hs, (uint32_t)body.n, 3), put(&hs, body.p, body.n);
+	for (size_t off = 0; off < hs.n; off += 16384) {
+		size_t k = MIN(hs.n - off, (size_t)16384);
+
+		put_u(&rec, 0x16, 1), put_u(&rec, 0x0301, 2), put_u(&rec, (uint32_t)k, 2);
+		put(&rec, hs.p + off, k);
+	}
+	free(ext.p), free(psk.p), free(body.p), free(hs.p);
+	return rec;
+}
+
+/* Runs the server's handshake on a ClientHello until it fails; returns the connection. */
+static struct eb_conn *offer(SSL_CTX *ctx, const struct out *hello)
+{
+	struct eb_conn *c;
+	size_t off = 0;
+	int fd, r;
+
+	c = server_conn(ctx, &fd);
+	do {
+		ssize_t k = write(fd, hello->p + off, hello->n - off);
+
+		if (k > 0)
+			off += (size_t)k;
+		r = eb_conn_handshake(c);
+	} while (r == -EAGAIN && off < hello->n);
+	while (r == -EAGAIN && eb_conn_wants_write(c))
+		r = eb_conn_handshake(c);
+	close(fd);
+	if (r == -EAGAIN)
+		r = eb_conn_handshake(c); /* the peer is gone: this ends it */
+	assert_true(r < 0);
+	return c;
+}
+
+static void test_many_identities(void **state)
+{
+	struct out hello = client_hello(9000, 1);
+	SSL_CTX *ctx = NULL;
+	size_t before, after;
+
+	(void)state;
+	assert_int_equal(eb_tls_server_new(lookup, NULL, &ctx), 0);
+	/* Warm up OpenSSL's own one-time allocations before measuring. */
+	eb_conn_free(offer(ctx, &hello));
+
+	lookups = 0;
+	before = mallinfo2().uordblks;
+	for (unsigned i = 0; i < 20; i++) {
+		struct eb_conn *c = offer(ctx, &hello);
+
+		/* Refused as nobody, and the user table searched a few times, not 9000. */
+		assert_int_equal(eb_conn_failure(c), EB_CONN_FAIL_UNKNOWN_USER);
+		eb_conn_free(c);
+	}
+	after = mallinfo2().uordblks;
+	assert_true(lookups <= 20 * 4);
+	/* 20 x 9000 leaked records would be megabytes; allow OpenSSL's caches a little. */
+	print_message("heap grew by %zu bytes over 20 handshakes of 9000 identities\n",
+	              after > before ? after - before : 0);
+	assert_true(after < before + 256 * 1024);
+
+	free(hello.p);
+	eb_tls_free(ctx);
+}
+
+static void test_long_identity_is_nobody(void **state)
+{
+	struct out hello = client_hello(1, 65);
+	SSL_CTX *ctx = NULL;
+	struct eb_conn *c;
+
+	(void)state;
+	assert_int_equal(eb_tls_server_new(lookup, NULL, &ctx), 0);
+
+	/* 64 'a's and one more: the first 64 name a user, the 65 do not. Looking it up under a
+	 * shortened name would let the broker judge the binder by that user's key. */
+	lookups = 0;
+	c = offer(ctx, &hello);
+	assert_int_equal(lookups, 0);
+	assert_int_equal(eb_conn_failure(c), EB_CONN_FAIL_UNKNOWN_USER);
+	assert_string_equal(eb_conn_offered_identity(c), LONG_USER "...");
+	eb_conn_free(c);
+	free(hello.p);
+
+	/* Exactly 64 is looked up (and refused here for its made-up binder, as a wrong key). */
+	hello = client_hello(1, 64);
+	c = offer(ctx, &hello);
+	assert_int_equal(lookups, 1);
+	assert_int_equal(eb_conn_failure(c), EB_CONN_FAIL_BAD_KEY);
+	eb_conn_free(c);
+	free(hello.p);
+	eb_tls_free(ctx);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_partial_record_is_not_pending),
+	    cmocka_unit_test(test_many_identities),
+	    cmocka_unit_test(test_long_identity_is_nobody),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
