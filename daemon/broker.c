@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
@@ -302,8 +303,18 @@ static void save_seed(struct broker *b, bool drain)
 
 	if (!b->conf->seed_file || !b->conf->seed_file[0])
 		return;
+	bits = eb_pool_level(b->pool);
 	r = eb_seedfile_save(b->conf->seed_file, b->pool, drain, &bits);
-	if (r < 0)
+	if (r < 0 && drain)
+		/* The blocks left the pool before the write failed (a full disk, say): they are
+		 * lost rather than risk being counted twice, and the file on disk is the previous,
+		 * uncredited one. */
+		log_error_errno(
+		    r,
+		    "Failed to save the seed file %s: %m; the pool's %" PRIu64
+		    " credited bits are lost, and the next start finds the previous file, which carries no credit",
+		    b->conf->seed_file, bits);
+	else if (r < 0)
 		log_warning_errno(r, "Failed to save the seed file %s, ignoring: %m",
 		                  b->conf->seed_file);
 	else if (drain)
@@ -471,6 +482,25 @@ static int on_hup(sd_event_source *src, const struct signalfd_siginfo *si, void 
 	return 0;
 }
 
+/* Every session is a descriptor. With fewer than the limits need, accept() fails with EMFILE
+ * before max-sessions is reached, and the listeners pause for a peer that the limits would have
+ * let in: raise the soft limit to what they need, as far as the hard one allows. */
+static void raise_nofile(const struct eb_conf *conf)
+{
+	rlim_t want =
+	    (rlim_t)conf->max_sessions + conf->max_local_sessions + EB_CONF_LISTEN_MAX + 64;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = MIN(want, rl.rlim_max);
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
+		log_warning("Open files are limited to %llu, fewer than max-sessions + "
+		            "max-local-sessions (%u + %u) need; raise LimitNOFILE=",
+		            (unsigned long long)rl.rlim_cur, conf->max_sessions,
+		            conf->max_local_sessions);
+}
+
 int broker_new(struct eb_conf *conf, const char *config_path, struct broker **ret)
 {
 	_cleanup_(broker_freep) struct broker *b = NULL;
@@ -485,6 +515,7 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 	}
 	b->conf = conf;
 	b->config_path = config_path;
+	raise_nofile(conf);
 	b->zone = b->zone_logged = _POOL_ZONE_INVALID;
 	for (int k = 0; k < _PEER_LOG_MAX; k++)
 		b->peer_log[k] = EB_RATELIMIT_INIT(PEER_LOG_INTERVAL_USEC, PEER_LOG_BURST);

@@ -229,7 +229,9 @@ int eb_seedfile_load(const char *path, struct eb_pool *pool, bool credit, uint64
 
 	if (!path[0])
 		return -EINVAL;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
+	/* O_NONBLOCK so that a FIFO in the file's place cannot stall start-up (with SIGTERM
+	 * blocked, as the broker has it by then) before fstat() sees what it is. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return negative_errno();
 	if (fstat(fd, &st) < 0)

@@ -83,6 +83,10 @@ struct server {
 	unsigned n_clients;
 	uint64_t next_id;
 	uint64_t last_refused_log;
+	/* accept() failed for want of fds or memory: the listeners rest until the next sweep,
+	 * since the refused client stays queued and accepting again at once would spin. */
+	bool accept_paused;
+	uint64_t last_accept_log;
 	uint64_t last_status;
 	struct stats stats;
 	char pid[16];
@@ -391,8 +395,19 @@ static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userd
 
 		cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (cfd < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-				log_warning_errno(errno, "Failed to accept a client, ignoring: %m");
+			uint64_t now = now_usec();
+
+			if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
+				return 0;
+			if (now - s->last_accept_log > 10 * 1000000ULL) {
+				log_warning_errno(
+				    errno, "Failed to accept a client, pausing for a second: %m");
+				s->last_accept_log = now;
+			}
+			for (unsigned k = 0; k < s->n_listeners; k++)
+				(void)sd_event_source_set_enabled(s->listeners[k].src,
+				                                  SD_EVENT_OFF);
+			s->accept_paused = true;
 			return 0;
 		}
 		if (s->n_clients >= arg_max_clients) {
@@ -485,6 +500,11 @@ static int on_sweep(sd_event_source *src, uint64_t usec, void *userdata)
 	uint64_t now = now_usec(), limit = arg_client_timeout_s * 1000000ULL;
 	struct client *next;
 
+	if (s->accept_paused) {
+		for (unsigned k = 0; k < s->n_listeners; k++)
+			(void)sd_event_source_set_enabled(s->listeners[k].src, SD_EVENT_ON);
+		s->accept_paused = false;
+	}
 	for (struct client *c = s->clients; c; c = next) {
 		next = c->next;
 		if (c->stalled_since && now - c->stalled_since >= limit) {
