@@ -487,9 +487,11 @@ int session_new(struct broker *b, int fd, bool tls, const char *listener, struct
 	if (r < 0)
 		goto fail;
 	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_OFF);
+	/* 10 ms, not sd-event's default 250 ms of slack: this timer also ends a GET's wait for
+	 * the pool, and docs/protocol.md promises EMPTY after about 250 ms, not up to 500. */
 	r = sd_event_add_time_relative(b->event, &s->timer, CLOCK_MONOTONIC,
-	                               (uint64_t)b->conf->hello_timeout_s * 1000000ULL, 0, on_timer,
-	                               s);
+	                               (uint64_t)b->conf->hello_timeout_s * 1000000ULL,
+	                               10 * 1000ULL, on_timer, s);
 	if (r < 0)
 		goto fail;
 	r = sd_event_add_time_relative(b->event, &s->frame_timer, CLOCK_MONOTONIC, 0, 0,
@@ -608,9 +610,18 @@ static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 	m.welcome.max_data = EB_DATA_MAX;
 	snprintf(m.welcome.user, sizeof(m.welcome.user), "%s", u->name);
 	(void)session_send(s, &m);
-	log_peer(s->broker, PEER_LOG_SESSION, LOG_INFO, "%s: user %s connected as %s (%s)", s->peer,
-	         u->name, eb_roles_to_string(s->roles, want, sizeof(want)),
-	         s->kind[0] ? s->kind : "-");
+	if (s->roles & EB_ROLE_SOURCE)
+		/* The HELLO's claim is the source's word, shown to the operator; credit is decided
+		 * per PUT, under the user's cap. */
+		log_peer(s->broker, PEER_LOG_SESSION, LOG_INFO,
+		         "%s: user %s connected as %s (%s), claiming %u.%03u bits per byte",
+		         s->peer, u->name, eb_roles_to_string(s->roles, want, sizeof(want)),
+		         s->kind[0] ? s->kind : "-", h->claim_mbits_per_byte / 1000,
+		         h->claim_mbits_per_byte % 1000);
+	else
+		log_peer(s->broker, PEER_LOG_SESSION, LOG_INFO, "%s: user %s connected as %s (%s)",
+		         s->peer, u->name, eb_roles_to_string(s->roles, want, sizeof(want)),
+		         s->kind[0] ? s->kind : "-");
 
 	if ((s->roles & EB_ROLE_SOURCE) && s->broker->sources_asleep) {
 		send_retry(s, EB_MSG_SLEEP, SCHEDULER_SLEEP_MS);

@@ -99,6 +99,11 @@ static void check_defaults(const struct eb_conf *conf)
 	assert_int_equal(conf->seed_save_interval_s, 600);
 	assert_int_equal(conf->status_interval_s, 60);
 	assert_int_equal(conf->max_sessions, 1024);
+	assert_int_equal(conf->max_local_sessions, 256);
+	assert_int_equal(conf->max_handshakes, 64);
+	assert_int_equal(conf->max_handshakes_per_address, 8);
+	assert_int_equal(conf->hello_timeout_s, 10);
+	assert_int_equal(conf->frame_timeout_s, 30);
 	assert_int_equal(conf->n_listen, 0);
 }
 
@@ -139,6 +144,11 @@ static void test_full(void **state)
 	               "seed-save-interval-sec = 604800\n"
 	               "status-interval-sec = 1\n"
 	               "max-sessions = 65536\n"
+	               "max-local-sessions = 2\n"
+	               "max-handshakes = 3\n"
+	               "max-handshakes-per-address = 1\n"
+	               "hello-timeout-sec = 3600\n"
+	               "frame-timeout-sec = 1\n"
 	               "listen = tcp://[::]:55225\n"
 	               "listen = unix:/run/eb.sock\r\n"
 	               "listen = vsock://any\n"
@@ -153,6 +163,7 @@ static void test_full(void **state)
 	               "unix-uid = 1000\n"
 	               "unix-gid = 100\n"
 	               "quota-bits-per-hour = 18446744073709551615\n"
+	               "max-sessions = 65536\n"
 	               "[user root-by-name]\n"
 	               "role=admin\n"
 	               "unix-uid = root\n"
@@ -166,6 +177,11 @@ static void test_full(void **state)
 	assert_int_equal(conf->seed_save_interval_s, 604800);
 	assert_int_equal(conf->status_interval_s, 1);
 	assert_int_equal(conf->max_sessions, 65536);
+	assert_int_equal(conf->max_local_sessions, 2);
+	assert_int_equal(conf->max_handshakes, 3);
+	assert_int_equal(conf->max_handshakes_per_address, 1);
+	assert_int_equal(conf->hello_timeout_s, 3600);
+	assert_int_equal(conf->frame_timeout_s, 1);
 	assert_int_equal(conf->n_listen, 3);
 	assert_string_equal(conf->listen[0], "tcp://[::]:55225");
 	assert_string_equal(conf->listen[1], "unix:/run/eb.sock");
@@ -181,6 +197,7 @@ static void test_full(void **state)
 	assert_false(u->has_gid);
 	assert_int_equal(u->max_credit_per_byte, 0);
 	assert_int_equal(u->quota_bits_per_hour, 0);
+	assert_int_equal(u->max_sessions, 256);
 
 	u = eb_conf_find_user(conf, "bob.b_2-x");
 	assert_non_null(u);
@@ -192,6 +209,7 @@ static void test_full(void **state)
 	assert_int_equal(u->unix_gid, 100);
 	assert_int_equal(u->max_credit_per_byte, 8);
 	assert_int_equal(u->quota_bits_per_hour, UINT64_MAX);
+	assert_int_equal(u->max_sessions, 65536);
 
 	u = eb_conf_find_user(conf, "root-by-name");
 	assert_non_null(u);
@@ -226,6 +244,11 @@ static void test_example(void **state)
 	    .seed_save_interval_s = conf->seed_save_interval_s,
 	    .status_interval_s = conf->status_interval_s,
 	    .max_sessions = conf->max_sessions,
+	    .max_local_sessions = conf->max_local_sessions,
+	    .max_handshakes = conf->max_handshakes,
+	    .max_handshakes_per_address = conf->max_handshakes_per_address,
+	    .hello_timeout_s = conf->hello_timeout_s,
+	    .frame_timeout_s = conf->frame_timeout_s,
 	});
 	assert_int_equal(conf->n_listen, 3);
 	assert_int_equal(conf->n_users, 3);
@@ -342,6 +365,11 @@ static void test_errors_values(void **state)
 	    {"status-interval-sec", "10s", "a number of seconds 1..86400"},
 	    {"max-sessions", "0", "a number 1..65536"},
 	    {"max-sessions", "65537", "a number 1..65536"},
+	    {"max-local-sessions", "0", "a number 1..65536"},
+	    {"max-handshakes", "65537", "a number 1..65536"},
+	    {"max-handshakes-per-address", "-1", "a number 1..65536"},
+	    {"hello-timeout-sec", "0", "a number of seconds 1..3600"},
+	    {"frame-timeout-sec", "3601", "a number of seconds 1..3600"},
 	    {"listen", "tcp://host:0",
 	     "tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH or vsock://CID[:PORT]"},
 	    {"listen", "unix:relative",
@@ -367,6 +395,7 @@ static void test_errors_values(void **state)
 	    {"max-credit-per-byte", "-0", "a number of bits 0..8"},
 	    {"quota-bits-per-hour", "-1", "a number of bits, 0 for no quota"},
 	    {"quota-bits-per-hour", "18446744073709551616", "a number of bits, 0 for no quota"},
+	    {"max-sessions", "0", "a number 1..65536"},
 	};
 	char content[512], msg[512];
 
@@ -408,6 +437,27 @@ static void test_errors_values(void **state)
 		    many, 18,
 		    "invalid value \"tcp://127.0.0.1:17\" for listen: too many listen addresses (at most 16)");
 	}
+}
+
+/* inih takes a line as a C string: a NUL byte would end the value there and drop the rest of
+ * the line without a word. */
+static void test_nul_byte(void **state)
+{
+	static const char content[] = "[broker]\ncapacity-bits = 4096\0junk\n";
+	struct eb_conf *conf = NULL;
+	_cleanup_free_ char *error = NULL, *expected = NULL;
+	int fd;
+
+	(void)state;
+	(void)unlink(conf_path);
+	fd = open(conf_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, content, sizeof(content) - 1), (ssize_t)sizeof(content) - 1);
+	close(fd);
+	assert_int_equal(eb_conf_load(conf_path, &conf, &error), -EINVAL);
+	assert_null(conf);
+	assert_true(asprintf(&expected, "%s:2: NUL byte in the line", conf_path) > 0);
+	assert_string_equal(error, expected);
 }
 
 static void test_errors_validation(void **state)
@@ -527,10 +577,15 @@ static void test_keys(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_defaults),      cmocka_unit_test(test_full),
-	    cmocka_unit_test(test_example),       cmocka_unit_test(test_errors_structure),
-	    cmocka_unit_test(test_errors_values), cmocka_unit_test(test_errors_validation),
-	    cmocka_unit_test(test_unix_peer),     cmocka_unit_test(test_keys),
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_full),
+	    cmocka_unit_test(test_example),
+	    cmocka_unit_test(test_errors_structure),
+	    cmocka_unit_test(test_errors_values),
+	    cmocka_unit_test(test_nul_byte),
+	    cmocka_unit_test(test_errors_validation),
+	    cmocka_unit_test(test_unix_peer),
+	    cmocka_unit_test(test_keys),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
