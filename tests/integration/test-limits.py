@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The session limits as a client meets them: a network connection over max-sessions is closed
+before its handshake and the client says the broker is busy (and may try again), not that its
+key was refused; a stalled handshake older than a second gives its slot to a new one when all of
+max-handshakes are taken; a local peer over max-local-sessions gets ERROR(BUSY)."""
+import socket
+import struct
+import time
+
+from eblib import MSG, Broker, Raw, check, main, prog, run
+
+ERR_BUSY = 8
+
+
+def idle_tcp(port, n):
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        socks.append(s)
+    return socks
+
+
+def wait_for(cond, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+def status_cmd(b):
+    return run([prog("eb-brokerctl"), "-b", b.tcp, "-u", "admin", "-k", b.keys["admin"],
+                "status", "--json"])
+
+
+def busy_close(b):
+    # max-sessions = 2, both held by idle TLS connections that never say a word.
+    # The broker accepts in the order the kernel queued the connections: these two first.
+    socks = idle_tcp(b.port, 2)
+    try:
+        before = b.read_log()
+        p = status_cmd(b)
+        err = p.stderr.decode()
+        check(p.returncode != 0, "a third network session is refused at max-sessions")
+        check("busy" in err and "refused user" not in err,
+              f"the client says the broker is busy, not that its key was refused ({err.strip()})")
+        check(b.wait_log("max-sessions reached"), "the broker says which limit it reached")
+        check(b.read_log()[len(before):].count("Refusing") == 1, "one refusal, one log line")
+    finally:
+        for s in socks:
+            s.close()
+    # Their slots come back as soon as they close.
+    check(wait_for(lambda: status_cmd(b).returncode == 0),
+          "once the idle connections close, the admin is served again")
+
+
+def eviction(b):
+    # max-handshakes = 2: two stalled handshakes hold them, and are older than a second by the
+    # time a real client comes; it gets in, and the oldest stalled one is closed.
+    socks = idle_tcp(b.port, 2)
+    try:
+        time.sleep(1.2)  # the eviction age is what is tested: the only way is to let it pass
+        t0 = time.monotonic()
+        p = status_cmd(b)
+        check(p.returncode == 0, "a real client is served while stalled handshakes fill max-handshakes")
+        print(f"latency eb-brokerctl with max-handshakes taken: "
+              f"{(time.monotonic() - t0) * 1000:.0f} ms")
+        check(b.wait_log("its TLS handshake stalled while others wait"),
+              "the oldest stalled handshake is closed to make room, and the log says so")
+        socks[0].settimeout(5)
+        try:
+            closed = socks[0].recv(1) == b""
+        except (ConnectionResetError, socket.timeout):
+            closed = True
+        check(closed, "the oldest stalled connection is the one closed")
+    finally:
+        for s in socks:
+            s.close()
+
+
+def local_busy(b):
+    held = [Raw(b.sock), Raw(b.sock)]
+    try:
+        for r in held:
+            t, _ = r.hello(1)
+            check(t == MSG["WELCOME"], "a local session within max-local-sessions is welcomed")
+        extra = Raw(b.sock)
+        t, payload = extra.recv()
+        check(t == MSG["ERROR"] and struct.unpack(">H", payload[:2])[0] == ERR_BUSY,
+              "a local peer over max-local-sessions gets ERROR(BUSY) before it says a word")
+        check(extra.closed(), "and is closed")
+    finally:
+        for r in held:
+            r.s.close()
+
+
+def test():
+    b = Broker({"admin": {"role": "admin"},
+                "local": {"role": "source", "unix-uid": 0, "key": False}},
+               broker_extra="max-sessions = 2\nmax-local-sessions = 2\n"
+                            "hello-timeout-sec = 60\n").start()
+    try:
+        busy_close(b)
+        local_busy(b)
+    finally:
+        b.cleanup()
+
+    b = Broker({"admin": {"role": "admin"}},
+               broker_extra="max-handshakes = 2\nhello-timeout-sec = 60\n").start()
+    try:
+        eviction(b)
+    finally:
+        b.cleanup()
+
+
+if __name__ == "__main__":
+    main(test)
