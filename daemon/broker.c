@@ -8,10 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
+#include "confdir.h"
 #include "conn.h"
 #include "log.h"
 #include "pool.h"
@@ -369,17 +371,58 @@ static int on_exit_signal(sd_event_source *src, const struct signalfd_siginfo *s
 	return sd_event_exit(b->event, 0);
 }
 
+static inline void confdir_freep(char ***p)
+{
+	*p = eb_confdir_free(*p);
+}
+
+/* The configuration is read as eb-brokerd.conf(5) says: the drop-ins (the package's in
+ * EB_CONF_VENDOR_DIR, the administrator's in MAIN.d/, together in the order of their names, a
+ * name in MAIN.d/ masking the package's), then MAIN itself, which has the last word. With
+ * --config PATH the package's drop-ins are left out: PATH and PATH.d/ are the whole of it. */
 int broker_load_config(const char *path, struct eb_conf **ret)
 {
-	_cleanup_free_ char *error = NULL;
+	const char *main_path = path ? path : EB_CONF_DEFAULT_PATH;
+	_cleanup_free_ char *error = NULL, *dropin_dir = NULL;
+	_cleanup_(confdir_freep) char **files = NULL;
 	struct eb_conf *conf = NULL;
+	const char *dirs[2];
+	unsigned n_dirs = 0, n = 0;
+	bool have_main;
 	int r;
 
-	r = eb_conf_load(path ? path : EB_CONF_DEFAULT_PATH, &conf, &error);
-	if (r == -ENOENT && !path) {
-		log_notice("No %s; running with defaults and no users", EB_CONF_DEFAULT_PATH);
+	if (asprintf(&dropin_dir, "%s.d", main_path) < 0)
+		return log_oom();
+	if (!path)
+		dirs[n_dirs++] = EB_CONF_VENDOR_DIR;
+	dirs[n_dirs++] = dropin_dir;
+	r = eb_confdir_list(dirs, n_dirs, &files, &n);
+	if (r < 0)
+		return log_error_errno(r, "Failed to list the drop-ins in %s%s%s: %m",
+		                       path ? "" : EB_CONF_VENDOR_DIR, path ? "" : " and ",
+		                       dropin_dir);
+	have_main = path || access(main_path, F_OK) == 0 || errno != ENOENT;
+	if (have_main) {
+		char **t = reallocarray(files, n + 2, sizeof(*files));
+
+		if (!t)
+			return log_oom();
+		files = t;
+		files[n] = strdup(main_path);
+		if (!files[n])
+			return log_oom();
+		files[++n] = NULL;
+	}
+	if (n == 0) {
+		log_notice("No %s and no drop-ins; running with defaults and no users", main_path);
 		return eb_conf_new_default(ret);
 	}
+	if (!have_main)
+		log_notice("No %s; running with the drop-ins alone", main_path);
+	for (unsigned i = 0; i < n; i++)
+		log_debug("Reading %s", files[i]);
+
+	r = eb_conf_load_files((const char *const *)files, n, &conf, &error);
 	if (r < 0)
 		return log_error_errno(r, "%s", error ? error : "Failed to load the configuration");
 	r = eb_conf_load_keys(conf, &error);

@@ -55,8 +55,16 @@ struct item {
 	const char *expected;
 };
 
+/* Where something was set: files[file], line. */
+struct place {
+	unsigned file, line;
+};
+
 struct ctx {
-	const char *path;
+	const char *const *files; /* read in this order; later ones override earlier ones */
+	unsigned n_files;
+	unsigned file;    /* the one being read */
+	const char *path; /* files[file] */
 	FILE *f;
 	char *raw; /* the line as read, NUL bytes and all */
 	size_t raw_size;
@@ -65,12 +73,12 @@ struct ctx {
 	bool stop;     /* an error was found: hand inih no more lines */
 	enum section section;
 	unsigned section_line;
-	unsigned user;        /* index of the current [user] in conf->users */
-	unsigned *user_lines; /* each user's section line, for errors found after parsing */
-	unsigned broker_line;
-	uint64_t seen;          /* bit i: items[i] was set in the current section */
-	unsigned item_line[32]; /* [broker]: the line each item was set on */
-	const char *reason;     /* a parser's own explanation, instead of the item's "expected" */
+	unsigned user;               /* index of the current [user] in conf->users */
+	struct place *user_places;   /* each user's section header, for errors after parsing */
+	unsigned broker_line;        /* the current file's [broker], 0 before it */
+	uint64_t seen;               /* bit i: items[i] was set in the current section */
+	struct place item_place[32]; /* where each item was set last */
+	const char *reason; /* a parser's own explanation, instead of the item's "expected" */
 	char *error;
 	int r;
 };
@@ -140,8 +148,8 @@ static const struct item items[] = {
 
 _Static_assert(EB_CONF_LISTEN_MAX == 16, "parse_listen() names the limit");
 _Static_assert(ELEMENTSOF(items) <= 64, "ctx.seen has a bit per item");
-_Static_assert(ELEMENTSOF(items) <= ELEMENTSOF(((struct ctx *)0)->item_line),
-               "item_line too small");
+_Static_assert(ELEMENTSOF(items) <= ELEMENTSOF(((struct ctx *)0)->item_place),
+               "item_place too small");
 
 /* Formats into a new string; NULL when out of memory. */
 _printf_(1, 0) static char *vformat(const char *fmt, va_list ap)
@@ -175,23 +183,42 @@ _printf_(1, 2) static char *format(const char *fmt, ...)
 
 /* Records the first error as "path:line: message" and stops the parse. Returns 0, inih's "failed".
  */
-_printf_(3, 4) static int conf_error(struct ctx *c, unsigned line, const char *fmt, ...)
+_printf_(3, 0) static int conf_verror_at(struct ctx *c, struct place at, const char *fmt,
+                                         va_list ap)
 {
 	_cleanup_free_ char *msg = NULL;
-	va_list ap;
 
 	c->stop = true;
 	if (c->r < 0)
 		return 0;
 	c->r = -EINVAL;
 
-	va_start(ap, fmt);
 	msg = vformat(fmt, ap);
-	va_end(ap);
 	if (!msg)
 		c->r = -ENOMEM;
 	else
-		c->error = format("%s:%u: %s", c->path, line, msg);
+		c->error = format("%s:%u: %s", c->files[at.file], at.line, msg);
+	return 0;
+}
+
+_printf_(3, 4) static int conf_error_at(struct ctx *c, struct place at, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	conf_verror_at(c, at, fmt, ap);
+	va_end(ap);
+	return 0;
+}
+
+/* The same, at a line of the file being read. */
+_printf_(3, 4) static int conf_error(struct ctx *c, unsigned line, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	conf_verror_at(c, (struct place){c->file, line}, fmt, ap);
+	va_end(ap);
 	return 0;
 }
 
@@ -519,41 +546,70 @@ static bool user_name_valid(const char *s, size_t n)
 	return true;
 }
 
+/* Frees what a user holds and wipes its key; the struct is left for reuse. */
+static void user_clear(struct eb_user *u)
+{
+	OPENSSL_cleanse(u->key, sizeof(u->key));
+	free(u->name);
+	free(u->key_file);
+	*u = (struct eb_user){};
+}
+
+static void listen_clear(struct eb_conf *conf)
+{
+	for (unsigned i = 0; i < conf->n_listen; i++) {
+		free(conf->listen[i]);
+		conf->listen[i] = NULL;
+	}
+	conf->n_listen = 0;
+}
+
+/* A user of the same name in an earlier file is replaced whole by this section: a drop-in or the
+ * main file redefines a user, it does not patch it. In the same file it is an error. */
 static int add_user(struct ctx *c, const char *name, size_t n)
 {
 	struct eb_conf *conf = c->conf;
 	struct eb_user *users;
-	unsigned *lines;
+	struct place *places;
 	char *copy;
+	unsigned i;
 
-	for (unsigned i = 0; i < conf->n_users; i++)
+	for (i = 0; i < conf->n_users; i++)
 		if (strlen(conf->users[i].name) == n && strncmp(conf->users[i].name, name, n) == 0)
-			return conf_error(c, c->line,
-			                  "duplicate section [user %s], first defined on line %u",
-			                  conf->users[i].name, c->user_lines[i]);
-	if (conf->n_users >= EB_CONF_USERS_MAX)
+			break;
+	if (i < conf->n_users && c->user_places[i].file == c->file)
+		return conf_error(c, c->line,
+		                  "duplicate section [user %s], first defined on line %u",
+		                  conf->users[i].name, c->user_places[i].line);
+	if (i == conf->n_users && conf->n_users >= EB_CONF_USERS_MAX)
 		return conf_error(c, c->line, "too many users (at most %u)", EB_CONF_USERS_MAX);
 
-	users = reallocarray(conf->users, conf->n_users + 1, sizeof(*users));
-	if (!users)
-		goto oom;
-	conf->users = users;
-	lines = reallocarray(c->user_lines, conf->n_users + 1, sizeof(*lines));
-	if (!lines)
-		goto oom;
-	c->user_lines = lines;
 	copy = strndup(name, n);
 	if (!copy)
 		goto oom;
-
-	users[conf->n_users] = (struct eb_user){
+	if (i < conf->n_users) {
+		user_clear(&conf->users[i]);
+	} else {
+		users = reallocarray(conf->users, conf->n_users + 1, sizeof(*users));
+		if (!users)
+			goto oom_copy;
+		conf->users = users;
+		places = reallocarray(c->user_places, conf->n_users + 1, sizeof(*places));
+		if (!places)
+			goto oom_copy;
+		c->user_places = places;
+		conf->n_users++;
+	}
+	conf->users[i] = (struct eb_user){
 	    .name = copy,
 	    .max_credit_per_byte = DEFAULT_MAX_CREDIT,
 	    .max_sessions = DEFAULT_USER_SESSIONS,
 	};
-	lines[conf->n_users] = c->line;
-	c->user = conf->n_users++;
+	c->user_places[i] = (struct place){c->file, c->line};
+	c->user = i;
 	return 1;
+oom_copy:
+	free(copy);
 oom:
 	c->stop = true;
 	if (c->r >= 0)
@@ -704,7 +760,10 @@ static int handler(void *user, const char *section, const char *name, const char
 		                  c->section == SECTION_BROKER ? "[broker]" : "[user NAME]");
 	if (!it->repeatable && (c->seen & (UINT64_C(1) << i)))
 		return conf_error(c, c->line, "duplicate key %s, first set on line %u", it->key,
-		                  c->item_line[i]);
+		                  c->item_place[i].line);
+	/* listen= collects addresses within a file; a later file's list replaces an earlier's. */
+	if (it->repeatable && !(c->seen & (UINT64_C(1) << i)) && c->section == SECTION_BROKER)
+		listen_clear(c->conf);
 
 	base = c->section == SECTION_BROKER ? (void *)c->conf : (void *)&c->conf->users[c->user];
 	c->reason = NULL;
@@ -723,17 +782,54 @@ static int handler(void *user, const char *section, const char *name, const char
 	}
 
 	c->seen |= UINT64_C(1) << i;
-	c->item_line[i] = c->line;
+	c->item_place[i] = (struct place){c->file, c->line};
 	return 1;
 }
 
-static unsigned broker_item_line(const struct ctx *c, const char *key)
+static struct place broker_item_place(const struct ctx *c, const char *key)
 {
 	size_t i;
 
 	if (!find_item(SECTION_BROKER, key, &i))
-		return 0;
-	return c->item_line[i];
+		return (struct place){};
+	return c->item_place[i];
+}
+
+static bool place_before(struct place a, struct place b)
+{
+	return a.file < b.file || (a.file == b.file && a.line < b.line);
+}
+
+static bool maps_same_peer(const struct eb_user *a, const struct eb_user *b)
+{
+	return (a->has_uid && b->has_uid && a->unix_uid == b->unix_uid) ||
+	       (a->has_gid && b->has_gid && a->unix_gid == b->unix_gid);
+}
+
+/* A later file is authoritative over an earlier one: a user there that maps a uid or gid an
+ * earlier file's user maps takes it, and the earlier user is dropped whole (a shipped drop-in's
+ * mapping gives way to the administrator's own). Within one file the clash is an error, left
+ * for validate(). */
+static void drop_overridden_users(struct ctx *c)
+{
+	struct eb_conf *conf = c->conf;
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < conf->n_users; i++) {
+		bool dropped = false;
+
+		for (unsigned j = 0; j < conf->n_users && !dropped; j++)
+			dropped = j != i && c->user_places[j].file > c->user_places[i].file &&
+			          maps_same_peer(&conf->users[i], &conf->users[j]);
+		if (dropped) {
+			user_clear(&conf->users[i]);
+			continue;
+		}
+		conf->users[k] = conf->users[i];
+		c->user_places[k] = c->user_places[i];
+		k++;
+	}
+	conf->n_users = k;
 }
 
 /* What no single line can show: relations between keys, and users that could never connect. */
@@ -742,24 +838,25 @@ static int validate(struct ctx *c)
 	const struct eb_conf *conf = c->conf;
 
 	if (conf->low_water_pct >= conf->high_water_pct) {
-		unsigned line = MAX(broker_item_line(c, "low-water-percent"),
-		                    broker_item_line(c, "high-water-percent"));
-		return conf_error(c, line ? line : c->broker_line,
-		                  "low-water-percent (%u) must be below high-water-percent (%u)",
-		                  conf->low_water_pct, conf->high_water_pct);
+		struct place lo = broker_item_place(c, "low-water-percent"),
+			     hi = broker_item_place(c, "high-water-percent");
+
+		return conf_error_at(c, place_before(lo, hi) ? hi : lo,
+		                     "low-water-percent (%u) must be below high-water-percent (%u)",
+		                     conf->low_water_pct, conf->high_water_pct);
 	}
 
 	for (unsigned i = 0; i < conf->n_users; i++) {
 		const struct eb_user *u = &conf->users[i];
 
 		if (u->roles == 0)
-			return conf_error(
-			    c, c->user_lines[i],
+			return conf_error_at(
+			    c, c->user_places[i],
 			    "[user %s] has no role: expected role = source, sink or admin",
 			    u->name);
 		if (!u->key_file && !u->has_uid && !u->has_gid)
-			return conf_error(
-			    c, c->user_lines[i],
+			return conf_error_at(
+			    c, c->user_places[i],
 			    "[user %s] has neither key-file nor unix-uid or unix-gid, so it could never connect",
 			    u->name);
 
@@ -768,15 +865,17 @@ static int validate(struct ctx *c)
 		for (unsigned j = 0; j < i; j++) {
 			const struct eb_user *o = &conf->users[j];
 			if (u->has_uid && o->has_uid && u->unix_uid == o->unix_uid)
-				return conf_error(
-				    c, c->user_lines[i],
+				return conf_error_at(
+				    c, c->user_places[i],
 				    "[user %s] has unix-uid %u, which [user %s] on line %u has already",
-				    u->name, (unsigned)u->unix_uid, o->name, c->user_lines[j]);
+				    u->name, (unsigned)u->unix_uid, o->name,
+				    c->user_places[j].line);
 			if (u->has_gid && o->has_gid && u->unix_gid == o->unix_gid)
-				return conf_error(
-				    c, c->user_lines[i],
+				return conf_error_at(
+				    c, c->user_places[i],
 				    "[user %s] has unix-gid %u, which [user %s] on line %u has already",
-				    u->name, (unsigned)u->unix_gid, o->name, c->user_lines[j]);
+				    u->name, (unsigned)u->unix_gid, o->name,
+				    c->user_places[j].line);
 		}
 	}
 	return 0;
@@ -817,15 +916,10 @@ struct eb_conf *eb_conf_free(struct eb_conf *conf)
 {
 	if (!conf)
 		return NULL;
-	for (unsigned i = 0; i < conf->n_users; i++) {
-		struct eb_user *u = &conf->users[i];
-		OPENSSL_cleanse(u->key, sizeof(u->key));
-		free(u->name);
-		free(u->key_file);
-	}
+	for (unsigned i = 0; i < conf->n_users; i++)
+		user_clear(&conf->users[i]);
 	free(conf->users);
-	for (unsigned i = 0; i < conf->n_listen; i++)
-		free(conf->listen[i]);
+	listen_clear(conf);
 	free(conf->seed_file);
 	free(conf->path);
 	free(conf);
@@ -842,48 +936,65 @@ static void set_error(char **ret_error, char *error)
 		free(error);
 }
 
-int eb_conf_load(const char *path, struct eb_conf **ret, char **ret_error)
+/* Parses one file into c->conf, on top of what earlier files set. */
+static void parse_file(struct ctx *c)
+{
+	_cleanup_fclose_ FILE *f = NULL;
+	int e;
+
+	c->path = c->files[c->file];
+	c->line = c->broker_line = 0;
+	c->section = SECTION_NONE;
+	c->seen = 0;
+	f = fopen(c->path, "re");
+	if (!f) {
+		c->r = negative_errno();
+		c->error = format("%s: %s", c->path, strerror(-c->r));
+		c->stop = true;
+		return;
+	}
+	c->f = f;
+	e = ini_parse_stream(reader, c, handler, c);
+	if (c->r >= 0 && ferror(f))
+		conf_error(c, c->line + 1, "read error");
+	else if (c->r >= 0 && e > 0)
+		conf_error(c, (unsigned)e,
+		           "syntax error: expected [SECTION], KEY = VALUE or a comment");
+	else if (c->r >= 0 && e < 0)
+		c->r = -ENOMEM;
+	c->f = NULL;
+}
+
+int eb_conf_load_files(const char *const *paths, unsigned n_paths, struct eb_conf **ret,
+                       char **ret_error)
 {
 	_cleanup_(eb_conf_freep) struct eb_conf *conf = NULL;
-	_cleanup_fclose_ FILE *f = NULL;
-	struct ctx c = {.path = path};
-	int r, e;
+	struct ctx c = {.files = paths, .n_files = n_paths};
+	int r;
 
-	if (!path || !ret)
+	if (!paths || n_paths == 0 || !ret)
 		return -EINVAL;
-
-	f = fopen(path, "re");
-	if (!f) {
-		r = negative_errno();
-		set_error(ret_error, format("%s: %s", path, strerror(-r)));
-		return r;
-	}
 
 	r = eb_conf_new_default(&conf);
 	if (r < 0) {
 		set_error(ret_error, NULL);
 		return r;
 	}
-	conf->path = strdup(path);
+	conf->path = strdup(paths[n_paths - 1]);
 	if (!conf->path) {
 		set_error(ret_error, NULL);
 		return -ENOMEM;
 	}
 
-	c.f = f;
 	c.conf = conf;
-	e = ini_parse_stream(reader, &c, handler, &c);
-	if (c.r >= 0 && ferror(f))
-		conf_error(&c, c.line + 1, "read error");
-	else if (c.r >= 0 && e > 0)
-		conf_error(&c, (unsigned)e,
-		           "syntax error: expected [SECTION], KEY = VALUE or a comment");
-	else if (c.r >= 0 && e < 0)
-		c.r = -ENOMEM;
-	if (c.r >= 0)
+	for (c.file = 0; c.file < n_paths && c.r >= 0; c.file++)
+		parse_file(&c);
+	if (c.r >= 0) {
+		drop_overridden_users(&c);
 		validate(&c);
+	}
 
-	free(c.user_lines);
+	free(c.user_places);
 	free(c.raw);
 	if (c.r < 0) {
 		set_error(ret_error, c.error);
@@ -892,6 +1003,11 @@ int eb_conf_load(const char *path, struct eb_conf **ret, char **ret_error)
 
 	*ret = TAKE_PTR(conf);
 	return 0;
+}
+
+int eb_conf_load(const char *path, struct eb_conf **ret, char **ret_error)
+{
+	return eb_conf_load_files(&path, 1, ret, ret_error);
 }
 
 static const char *key_error(int r)

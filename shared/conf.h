@@ -53,6 +53,14 @@ struct eb_conf {
  * missing file is -ENOENT with an error message naming the path. */
 int eb_conf_load(const char *path, struct eb_conf **ret, char **ret_error);
 
+/* Parses several files in order, each on top of the ones before, the last one (the main file)
+ * authoritative: a [broker] key set again replaces the earlier value (listen= replaces the whole
+ * earlier list); a [user NAME] defined again replaces the earlier section whole; a user that
+ * maps a uid or gid an earlier file's user maps takes it, and that earlier user is dropped.
+ * Within one file the rules of eb_conf_load() hold. conf->path is the last path. */
+int eb_conf_load_files(const char *const *paths, unsigned n_paths, struct eb_conf **ret,
+                       char **ret_error);
+
 /* Loads every user's key_file (eb_key_load()); on failure *ret_error names the user and file. */
 int eb_conf_load_keys(struct eb_conf *conf, char **ret_error);
 

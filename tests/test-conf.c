@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "conf.h"
+#include "confdir.h"
 #include "key.h"
 #include "macro.h"
 #include "proto.h"
@@ -460,6 +461,143 @@ static void test_nul_byte(void **state)
 	assert_string_equal(error, expected);
 }
 
+/* Writes content to dir/name, making dir. */
+static char *write_in(const char *sub, const char *name, const char *content)
+{
+	char *d = NULL, *path = NULL;
+
+	assert_true(asprintf(&d, "%s/%s", dir, sub) > 0);
+	(void)mkdir(d, 0755);
+	assert_true(asprintf(&path, "%s/%s", d, name) > 0);
+	if (content)
+		write_file(path, content, 0644);
+	free(d);
+	return path;
+}
+
+static void test_dropin_order(void **state)
+{
+	_cleanup_free_ char *a = NULL, *b = NULL, *vendor_dir = NULL, *admin_dir = NULL;
+	_cleanup_free_ char *p1 = NULL, *p2 = NULL, *p3 = NULL, *p4 = NULL, *p5 = NULL;
+	char **files = NULL;
+	unsigned n = 0;
+
+	(void)state;
+	p1 = write_in("vendor", "50-x.conf", "[broker]\ncapacity-bits = 4096\n");
+	p2 = write_in("vendor", "10-a.conf", "");
+	p3 = write_in("vendor", "README", "not a drop-in\n");
+	p4 = write_in("admin", "50-x.conf", "");
+	p5 = write_in("admin", "20-b.conf", "");
+	assert_true(asprintf(&vendor_dir, "%s/vendor", dir) > 0);
+	assert_true(asprintf(&admin_dir, "%s/admin", dir) > 0);
+	a = write_in("admin", ".hidden.conf", "");
+	b = write_in("admin", "x.conf.bak", "");
+
+	/* By name across both, the admin's 50-x masking the vendor's; only *.conf, no dot files;
+	 * a directory that is not there has none. */
+	assert_int_equal(
+	    eb_confdir_list((const char *const[]){vendor_dir, "/nonexistent/eb", admin_dir}, 3,
+	                    &files, &n),
+	    0);
+	assert_int_equal(n, 3);
+	assert_string_equal(files[0], p2);
+	assert_string_equal(files[1], p5);
+	assert_string_equal(files[2], p4);
+	assert_null(files[3]);
+	files = eb_confdir_free(files);
+	assert_null(eb_confdir_free(NULL));
+}
+
+static void test_dropin_override(void **state)
+{
+	_cleanup_(eb_conf_freep) struct eb_conf *conf = NULL;
+	_cleanup_free_ char *d1 = NULL, *d2 = NULL, *main_path = NULL;
+	const struct eb_user *u;
+	const char *files[3];
+	char *error = NULL;
+
+	(void)state;
+	d1 = write_in("o", "10-ship.conf",
+	              "[broker]\ncapacity-bits = 8192\nlisten = unix:/a\nlisten = unix:/b\n"
+	              "[user ship]\nrole = source\nunix-gid = 100\nmax-credit-per-byte = 4\n"
+	              "[user both]\nrole = sink\nunix-uid = 7\n"
+	              "[user keep]\nrole = admin\nunix-uid = 8\n");
+	d2 = write_in("o", "20-more.conf", "[broker]\nstatus-interval-sec = 5\n");
+	main_path = write_in("o", "main.conf",
+	                     "[broker]\ncapacity-bits = 16384\nlisten = unix:/c\n"
+	                     "[user both]\nrole = source\nunix-uid = 9\n"
+	                     "[user mine]\nrole = source\nunix-gid = 100\n");
+	files[0] = d1, files[1] = d2, files[2] = main_path;
+	if (eb_conf_load_files(files, 3, &conf, &error) < 0)
+		fail_msg("%s", error ? error : "load failed");
+
+	/* Later files win key by key; listen= is replaced as a list. */
+	assert_int_equal(conf->capacity_bits, 16384);
+	assert_int_equal(conf->status_interval_s, 5);
+	assert_int_equal(conf->n_listen, 1);
+	assert_string_equal(conf->listen[0], "unix:/c");
+	assert_string_equal(conf->path, main_path);
+
+	/* A user defined again is replaced whole: "both" is a source on uid 9 only. */
+	u = eb_conf_find_user(conf, "both");
+	assert_non_null(u);
+	assert_int_equal(u->roles, EB_ROLE_SOURCE);
+	assert_int_equal(u->unix_uid, 9);
+	assert_ptr_equal(eb_conf_find_unix_peer(conf, 7, 7), NULL);
+
+	/* The main file maps gid 100 to "mine": the drop-in's "ship" gives way, whole. */
+	assert_null(eb_conf_find_user(conf, "ship"));
+	u = eb_conf_find_unix_peer(conf, 1000, 100);
+	assert_non_null(u);
+	assert_string_equal(u->name, "mine");
+	assert_non_null(eb_conf_find_user(conf, "keep"));
+	assert_int_equal(conf->n_users, 3);
+}
+
+static void test_dropin_errors(void **state)
+{
+	_cleanup_free_ char *d1 = NULL, *main_path = NULL, *expected = NULL;
+	struct eb_conf *conf = NULL;
+	const char *files[2];
+	char *error = NULL;
+
+	(void)state;
+	/* An error names the drop-in and its line. */
+	d1 = write_in("e", "10-bad.conf", "[broker]\n\ncapacity-bits = 5\n");
+	main_path = write_in("e", "main.conf", "[broker]\n");
+	files[0] = d1, files[1] = main_path;
+	assert_int_equal(eb_conf_load_files(files, 2, &conf, &error), -EINVAL);
+	assert_true(asprintf(&expected,
+	                     "%s:3: invalid value \"5\" for capacity-bits: expected a number "
+	                     "4096..2147483648, multiple of 512",
+	                     d1) > 0);
+	assert_string_equal(error, expected);
+	free(error), error = NULL;
+	free(expected), expected = NULL;
+
+	/* Within one file a clash is still an error, drop-in or not. */
+	free(d1);
+	d1 = write_in("e", "10-bad.conf",
+	              "[user a]\nrole = sink\nunix-uid = 5\n[user b]\nrole = sink\nunix-uid = 5\n");
+	assert_int_equal(eb_conf_load_files(files, 2, &conf, &error), -EINVAL);
+	assert_true(asprintf(&expected,
+	                     "%s:4: [user b] has unix-uid 5, which [user a] on line 1 has already",
+	                     d1) > 0);
+	assert_string_equal(error, expected);
+	free(error), error = NULL;
+	free(expected), expected = NULL;
+
+	/* A user twice in the same file is a duplicate, whatever other files do. */
+	free(d1);
+	d1 = write_in("e", "10-bad.conf", "[user a]\nrole = sink\nunix-uid = 5\n[user a]\n");
+	assert_int_equal(eb_conf_load_files(files, 2, &conf, &error), -EINVAL);
+	assert_true(asprintf(&expected, "%s:4: duplicate section [user a], first defined on line 1",
+	                     d1) > 0);
+	assert_string_equal(error, expected);
+	free(error);
+	assert_null(conf);
+}
+
 static void test_errors_validation(void **state)
 {
 	(void)state;
@@ -577,15 +715,12 @@ static void test_keys(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_defaults),
-	    cmocka_unit_test(test_full),
-	    cmocka_unit_test(test_example),
-	    cmocka_unit_test(test_errors_structure),
-	    cmocka_unit_test(test_errors_values),
-	    cmocka_unit_test(test_nul_byte),
-	    cmocka_unit_test(test_errors_validation),
-	    cmocka_unit_test(test_unix_peer),
-	    cmocka_unit_test(test_keys),
+	    cmocka_unit_test(test_defaults),          cmocka_unit_test(test_full),
+	    cmocka_unit_test(test_example),           cmocka_unit_test(test_errors_structure),
+	    cmocka_unit_test(test_errors_values),     cmocka_unit_test(test_nul_byte),
+	    cmocka_unit_test(test_errors_validation), cmocka_unit_test(test_dropin_order),
+	    cmocka_unit_test(test_dropin_override),   cmocka_unit_test(test_dropin_errors),
+	    cmocka_unit_test(test_unix_peer),         cmocka_unit_test(test_keys),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -141,6 +141,45 @@ broker_test_config() {
 		cat /etc/entropy-broker/eb-brokerd.conf" >/dev/null
 }
 
+# acm_gadget N on|off [VID PID MAKER PRODUCT]: plugs (creates) or unplugs a fake USB serial device
+# N on dummy_udc.N: a configfs ACM gadget with that vendor:product and serial number EBTEST000N, so
+# the guest sees a /dev/ttyACMx exactly as for the hardware, and /dev/ttyGSx is its other end.
+acm_gadget() {
+	local g=/sys/kernel/config/usb_gadget/ebtest$1
+	if [[ $2 == on ]]; then
+		guest "set -e
+			modprobe dummy_hcd num=2; modprobe libcomposite; modprobe usb_f_acm
+			mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
+			mkdir -p $g; cd $g
+			echo 0x$3 >idVendor; echo 0x$4 >idProduct
+			mkdir -p strings/0x409 configs/c.1 functions/acm.usb0
+			echo '$5' >strings/0x409/manufacturer; echo '$6' >strings/0x409/product
+			echo EBTEST000$1 >strings/0x409/serialnumber
+			ln -sf $g/functions/acm.usb0 configs/c.1/
+			echo dummy_udc.$1 >UDC" >/dev/null
+	else
+		guest "g=$g; [ -d \$g ] || exit 0; echo '' >\$g/UDC 2>/dev/null || true
+			rm -f \$g/configs/c.1/acm.usb0; rmdir \$g/configs/c.1 \$g/functions/acm.usb0 \$g/strings/0x409 \$g" >/dev/null
+	fi
+}
+
+# acm_feed: feeds every gadget tty (/dev/ttyGS*) random bytes, a trickle of 2.5 KB/s each: an
+# unbounded cat from /dev/urandom starves a 2-core TCG guest. "pkill -f eb-test-feed" stops it.
+acm_feed() {
+	guest 'udevadm settle --timeout=60
+	for g in /dev/ttyGS*; do
+		stty -F $g raw -echo 2>/dev/null
+		setsid bash -c "exec -a eb-test-feed bash -c '\''while head -c 512 /dev/urandom; do sleep 0.2; done >$g 2>/dev/null'\''" </dev/null >/dev/null 2>&1 &
+	done
+	ls -l /dev/ttyACM* /dev/ttyGS*'
+}
+
+# acm_tty_of N: the guest-side tty (ttyACMx) of fake device N, found by its serial number.
+acm_tty_of() {
+	vm_exec "for t in /sys/class/tty/ttyACM*; do
+		udevadm info -q property \"/dev/\${t##*/}\" | grep -qx 'ID_SERIAL_SHORT=EBTEST000$1' && echo \${t##*/}; done; true"
+}
+
 # rules_mentioning WORD: the installed udev rules files that contain WORD (basenames).
 rules_mentioning() {
 	grep -l -- "$1" "$EB_VM_DESTDIR"/usr/lib/udev/rules.d/*.rules 2>/dev/null | xargs -r -n1 basename

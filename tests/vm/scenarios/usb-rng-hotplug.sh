@@ -37,24 +37,8 @@ diag 'journalctl -b --no-pager -n 40 -u "eb-source-*"'
 
 broker_up >/dev/null
 
-# gadget N [on|off]: plugs (creates) or unplugs fake device N on dummy_udc.N.
 gadget() {
-	local g=/sys/kernel/config/usb_gadget/ebtest$1
-	if [[ $2 == on ]]; then
-		guest "set -e
-			modprobe dummy_hcd num=2; modprobe libcomposite; modprobe usb_f_acm
-			mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
-			mkdir -p $g; cd $g
-			echo 0x$vid >idVendor; echo 0x$pid >idProduct
-			mkdir -p strings/0x409 configs/c.1 functions/acm.usb0
-			echo '$maker' >strings/0x409/manufacturer; echo '$product' >strings/0x409/product
-			echo EBTEST000$1 >strings/0x409/serialnumber
-			ln -sf $g/functions/acm.usb0 configs/c.1/
-			echo dummy_udc.$1 >UDC" >/dev/null
-	else
-		guest "g=$g; [ -d \$g ] || exit 0; echo '' >\$g/UDC 2>/dev/null || true
-			rm -f \$g/configs/c.1/acm.usb0; rmdir \$g/configs/c.1 \$g/functions/acm.usb0 \$g/strings/0x409 \$g" >/dev/null
-	fi
+	if [[ $2 == on ]]; then acm_gadget "$1" on "$vid" "$pid" "$maker" "$product"; else acm_gadget "$1" off; fi
 }
 cleanup_gadgets() {
 	vm_exec -t 10 'pkill -f eb-test-feed || true' >/dev/null || true
@@ -62,12 +46,6 @@ cleanup_gadgets() {
 	gadget 1 off || true
 }
 trap 'cleanup_gadgets; _eb_scenario_exit; _eb_host_exit' EXIT
-
-# tty_of N: the host-side tty (ttyACMx) of fake device N, found by its serial number.
-tty_of() {
-	vm_exec "for t in /sys/class/tty/ttyACM*; do
-		udevadm info -q property \"/dev/\${t##*/}\" | grep -qx 'ID_SERIAL_SHORT=EBTEST000$1' && echo \${t##*/}; done; true"
-}
 
 # units_for TTY: active eb-* units whose instance names TTY.
 units_for() {
@@ -77,15 +55,9 @@ units_for() {
 step "plug two $product look-alikes"
 gadget 0 on
 gadget 1 on
-# A trickle (2.5 KB/s per device): an unbounded cat from /dev/urandom starves a 2-core TCG guest.
-guest 'udevadm settle --timeout=60
-	for g in /dev/ttyGS*; do
-		stty -F $g raw -echo 2>/dev/null
-		setsid bash -c "exec -a eb-test-feed bash -c '\''while head -c 512 /dev/urandom; do sleep 0.2; done >$g 2>/dev/null'\''" </dev/null >/dev/null 2>&1 &
-	done
-	ls -l /dev/ttyACM* /dev/ttyGS*'
-tty0=$(tty_of 0)
-tty1=$(tty_of 1)
+acm_feed
+tty0=$(acm_tty_of 0)
+tty1=$(acm_tty_of 1)
 [[ -n $tty0 && -n $tty1 ]] || fail "the fake devices did not both appear as ttyACM (got '$tty0' '$tty1')"
 guest "udevadm info -q property /dev/$tty0 | grep -E '^(ID_VENDOR_ID|ID_MODEL_ID|ID_SERIAL|DEVLINKS|SYSTEMD_WANTS|TAGS)='"
 
