@@ -233,14 +233,17 @@ def draw(broker, user, n, uri=None, extra=()):
 class Raw:
     """A raw protocol client over the unix socket, optionally as another uid."""
 
-    def __init__(self, path, uid=None):
+    def __init__(self, path, uid=None, gid=None):
+        """uid: connect as that uid, with gid (default: the same number) as its primary group
+        and no other groups."""
         if uid is not None:
             # Connect from a child that dropped to uid, then take its socket.
             a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             pid = os.fork()
             if pid == 0:
                 try:
-                    os.setgid(uid)
+                    os.setgroups([])
+                    os.setgid(uid if gid is None else gid)
                     os.setuid(uid)
                     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                     s.connect(path)

@@ -8,49 +8,19 @@ import grp
 import os
 import pwd
 import shutil
-import socket
 import sys
 
-from eblib import MSG, ROLE_SINK, ROLE_SOURCE, SKIP, Broker, Failure, check, main
+from eblib import MSG, ROLE_SINK, ROLE_SOURCE, SKIP, Broker, Raw, check, main
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 
-def connect_as(path, uid, gid):
-    """A unix connection made by a child running as uid:gid (primary group gid)."""
-    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setgid(gid)
-            os.setuid(uid)
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.connect(path)
-            socket.send_fds(b, [b"x"], [s.fileno()])
-        finally:
-            os._exit(0)
-    a.settimeout(5)
-    try:
-        _, fds, _, _ = socket.recv_fds(a, 1, 1)
-    finally:
-        os.waitpid(pid, 0)
-        a.close()
-        b.close()
-    if not fds:
-        raise Failure(f"could not connect to {path} as {uid}:{gid}")
-    return socket.socket(fileno=fds[0])
-
-
-def hello(s, roles):
-    from eblib import Raw
-    r = Raw.__new__(Raw)
-    r.s = s
-    r.s.settimeout(5)
+def hello(path, uid, gid, roles):
+    """HELLO from a peer running as uid:gid; the answer's type and the user WELCOME names."""
+    r = Raw(path, uid=uid, gid=gid)
     t, payload = r.hello(roles)
-    user = payload[10:].decode() if t == MSG["WELCOME"] else None
-    s.close()
-    return t, user
+    r.s.close()
+    return t, payload[10:].decode() if t == MSG["WELCOME"] else None
 
 
 def test():
@@ -73,12 +43,12 @@ def test():
     shutil.copy(os.path.join(ROOT, "etc", "50-local-units.conf"), dropins)
     b.start()
     try:
-        t, user = hello(connect_as(b.sock, nobody, src_gid), ROLE_SOURCE)
+        t, user = hello(b.sock, nobody, src_gid, ROLE_SOURCE)
         check(t == MSG["WELCOME"] and user == "local-sources",
               f"a peer in group eb-source is user local-sources, a source, with no key ({user})")
-        t, user = hello(connect_as(b.sock, nobody, src_gid), ROLE_SINK)
+        t, user = hello(b.sock, nobody, src_gid, ROLE_SINK)
         check(t == MSG["ERROR"], "and may not draw")
-        t, user = hello(connect_as(b.sock, nobody, sink_gid), ROLE_SINK)
+        t, user = hello(b.sock, nobody, sink_gid, ROLE_SINK)
         check(t == MSG["WELCOME"] and user == "local-sinks",
               f"a peer in group eb-sink is user local-sinks, a sink ({user})")
     finally:
@@ -91,7 +61,7 @@ def test():
     shutil.copy(os.path.join(ROOT, "etc", "50-local-units.conf"), b.conf + ".d")
     b.start()
     try:
-        t, user = hello(connect_as(b.sock, nobody, src_gid), ROLE_SINK)
+        t, user = hello(b.sock, nobody, src_gid, ROLE_SINK)
         check(t == MSG["WELCOME"] and user == "mine",
               f"the main file's mapping of eb-source wins over the drop-in's ({user})")
     finally:
