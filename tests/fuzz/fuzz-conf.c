@@ -16,14 +16,6 @@
 /* A few hundred lines of at most 200 characters cover every construct. */
 #define INPUT_MAX (64 * 1024)
 
-#define check(expr)                                                                                \
-	do {                                                                                       \
-		if (!(expr)) {                                                                     \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);   \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	_cleanup_close_ int fd = -EBADF;

@@ -14,15 +14,6 @@
 /* eb-sink-egd reads at most a few requests ahead; 64 KiB is hundreds of the longest. */
 #define INPUT_MAX (64 * 1024)
 
-/* Not assert(): this must hold in every build type, NDEBUG included. */
-#define check(expr)                                                                                \
-	do {                                                                                       \
-		if (!(expr)) {                                                                     \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);   \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
-
 /* What the ring must hold, in order: the bytes put and not yet taken. */
 struct model {
 	uint8_t bytes[INPUT_MAX];

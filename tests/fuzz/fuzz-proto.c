@@ -11,15 +11,6 @@
 /* A few frames of the largest size are plenty; longer inputs only slow the fuzzer down. */
 #define INPUT_MAX (4 * EB_FRAME_MAX)
 
-/* Not assert(): this must hold in every build type, NDEBUG included. */
-#define check(expr)                                                                                \
-	do {                                                                                       \
-		if (!(expr)) {                                                                     \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);   \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
-
 static void check_msg(const struct eb_frame *f, const uint8_t *frame, size_t n)
 {
 	static uint8_t out[EB_FRAME_MAX];

@@ -16,17 +16,10 @@
 #include <openssl/ssl.h>
 
 #include "egd-proto.h"
+#include "fuzz.h" /* check() */
 #include "macro.h"
 #include "proto.h"
 #include "tls.h"
-
-#define check(expr)                                                                                \
-	do {                                                                                       \
-		if (!(expr)) {                                                                     \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);   \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
 
 /* Large enough for a script with a few full frames. */
 #define SEED_MAX (4 * EB_FRAME_MAX)

@@ -51,14 +51,6 @@
 /* Nothing that happens without input or time may keep the loop busy longer than this. */
 #define QUIET_ITERATIONS 1024
 
-#define check(expr)                                                                                \
-	do {                                                                                       \
-		if (!(expr)) {                                                                     \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);   \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
-
 enum peer_mode {
 	PEER_PLAIN,
 	PEER_TLS,

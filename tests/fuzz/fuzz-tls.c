@@ -24,14 +24,6 @@
 /* A stranger must not make the server search its user table once per identity it offers. */
 #define LOOKUPS_MAX 64
 
-#define check(expr)                                                                                \
-	do {                                                                                       \
-		if (!(expr)) {                                                                     \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);   \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
-
 /* The users the server knows, with the keys tests/fuzz/fuzz-seeds.c gave their clients. */
 static const struct {
 	const char *name;

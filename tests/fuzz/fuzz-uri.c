@@ -11,14 +11,6 @@
 /* Longer than any address that fits; longer inputs only slow the fuzzer down. */
 #define INPUT_MAX 512
 
-#define check(expr)                                                                                \
-	do {                                                                                       \
-		if (!(expr)) {                                                                     \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);   \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char s[INPUT_MAX + 1], canon[INPUT_MAX + 64], again[INPUT_MAX + 64];
@@ -45,6 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case EB_URI_UNIX:
 	case EB_URI_UNIX_TLS:
+	case EB_URI_VIRTIO:
 		check(u.path[0] == '/');
 		check(strnlen(u.path, sizeof(u.path)) < sizeof(u.path));
 		break;
