@@ -474,6 +474,25 @@ static void keep_restart_only(struct eb_conf *old, struct eb_conf *new)
 	}
 }
 
+/* Every session is a descriptor. With fewer than the limits need, accept() fails with EMFILE
+ * before max-sessions is reached, and the listeners pause for a peer that the limits would have
+ * let in: raise the soft limit to what they need, as far as the hard one allows. */
+static void raise_nofile(const struct eb_conf *conf)
+{
+	rlim_t want =
+	    (rlim_t)conf->max_sessions + conf->max_local_sessions + EB_CONF_LISTEN_MAX + 64;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = MIN(want, rl.rlim_max);
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
+		log_warning("Open files are limited to %llu, fewer than max-sessions + "
+		            "max-local-sessions (%u + %u) need; raise LimitNOFILE=",
+		            (unsigned long long)rl.rlim_cur, conf->max_sessions,
+		            conf->max_local_sessions);
+}
+
 /* SIGHUP: users, keys, roles, caps, quotas and thresholds are read again. A file that does not
  * load changes nothing. Sessions whose access was revoked are closed; the others carry on, and
  * each user's quota keeps what it had. */
@@ -502,6 +521,7 @@ static void reload(struct broker *b)
 			users[i] = b->users[u - old->users];
 	}
 	keep_restart_only(old, new);
+	raise_nofile(new);
 	SWAP(b->users, users);
 	b->conf = new;
 	for (struct session *s = b->sessions, *next; s; s = next) {
@@ -523,25 +543,6 @@ static int on_hup(sd_event_source *src, const struct signalfd_siginfo *si, void 
 	(void)src, (void)si;
 	reload(userdata);
 	return 0;
-}
-
-/* Every session is a descriptor. With fewer than the limits need, accept() fails with EMFILE
- * before max-sessions is reached, and the listeners pause for a peer that the limits would have
- * let in: raise the soft limit to what they need, as far as the hard one allows. */
-static void raise_nofile(const struct eb_conf *conf)
-{
-	rlim_t want =
-	    (rlim_t)conf->max_sessions + conf->max_local_sessions + EB_CONF_LISTEN_MAX + 64;
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
-		return;
-	rl.rlim_cur = MIN(want, rl.rlim_max);
-	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
-		log_warning("Open files are limited to %llu, fewer than max-sessions + "
-		            "max-local-sessions (%u + %u) need; raise LimitNOFILE=",
-		            (unsigned long long)rl.rlim_cur, conf->max_sessions,
-		            conf->max_local_sessions);
 }
 
 int broker_new(struct eb_conf *conf, const char *config_path, struct broker **ret)

@@ -161,10 +161,14 @@ bool scheduler_drbg_may_reseed(struct broker *b, struct session *s, const struct
 		return false;
 	if (u->quota_bits_per_hour > 0) {
 		struct user_state *st = &b->users[s->user];
+		/* A quota smaller than a block can never hold one: it pays what it can hold, a
+		 * whole hour's worth, and the reseed takes it all (scheduler_charge() stops at 0).
+		 */
+		double price = MIN((double)block, (double)u->quota_bits_per_hour);
 
 		refill(b, u, st);
-		if (st->quota_tokens < (double)block) {
-			*ret_quota_retry_ms = quota_retry_ms(u, st, (double)block);
+		if (st->quota_tokens < price) {
+			*ret_quota_retry_ms = quota_retry_ms(u, st, price);
 			return false;
 		}
 	}

@@ -147,6 +147,8 @@ static void session_update_events(struct session *s)
 	if (s->state == SESSION_CLOSING) {
 		if (s->wend > s->wstart)
 			events |= EPOLLOUT;
+		if (s->lingering)
+			events |= EPOLLIN;
 	} else {
 		if (s->rend < SESSION_RBUF_SIZE)
 			events |= EPOLLIN;
@@ -398,7 +400,7 @@ static const char *over_limit(struct session *s)
 	unsigned same;
 
 	if (b->stopping)
-		return "the broker is stopping";
+		return "stopping";
 	if (s->local)
 		return b->n_local > conf->max_local_sessions ? "max-local-sessions" : NULL;
 	if (b->n_network > conf->max_sessions)
@@ -467,7 +469,11 @@ int session_new(struct broker *b, int fd, bool tls, const char *listener, struct
 	if (limit && !s->local) {
 		/* Before the handshake nothing we could say is authenticated, and a handshake is
 		 * what the limit saves: the peer sees the connection closed, and tries later. */
-		log_peer(b, PEER_LOG_LIMIT, LOG_WARNING, "Refusing %s: %s reached", s->peer, limit);
+		if (b->stopping)
+			log_debug("Refusing %s: the broker is stopping", s->peer);
+		else
+			log_peer(b, PEER_LOG_LIMIT, LOG_WARNING, "Refusing %s: %s reached", s->peer,
+			         limit);
 		session_free(s);
 		*ret = NULL;
 		return 0;
@@ -502,8 +508,13 @@ int session_new(struct broker *b, int fd, bool tls, const char *listener, struct
 
 	if (limit) {
 		/* A local peer is told, in the protocol it speaks from the first byte. */
-		log_peer(b, PEER_LOG_LIMIT, LOG_WARNING, "Refusing %s: %s reached", s->peer, limit);
-		send_error(s, EB_ERR_BUSY, "too many sessions");
+		if (b->stopping)
+			send_error(s, EB_ERR_SHUTDOWN, "broker stopping");
+		else {
+			log_peer(b, PEER_LOG_LIMIT, LOG_WARNING, "Refusing %s: %s reached", s->peer,
+			         limit);
+			send_error(s, EB_ERR_BUSY, "too many sessions");
+		}
 		session_pump(s);
 		*ret = NULL;
 		return 0;
@@ -864,6 +875,9 @@ static bool process_frames(struct session *s)
 		/* PUT data has been conditioned into the pool: wipe our copy of it. */
 		explicit_bzero(s->rbuf + s->rstart, size);
 		s->rstart += size;
+		/* The next frame's clock starts at its own first byte, not at its predecessor's. */
+		s->frame_started = false;
+		(void)sd_event_source_set_enabled(s->frame_timer, SD_EVENT_OFF);
 		progress = true;
 	}
 	if (s->rstart == s->rend)
@@ -925,6 +939,31 @@ static void log_gone(struct session *s, int r)
 		         s->peer, user_name(s), strerror(-r));
 }
 
+/* After the last frame to a peer (an ERROR), the broker does not close at once: data the peer
+ * sent meanwhile (its HELLO, say, racing a refusal at accept) would make close() send a reset,
+ * and the peer's read would fail before it saw the ERROR. So the session says close_notify (over
+ * TLS), shuts its side down and reads what still comes, unread, until the peer closes too or the
+ * closing timer ends it (set_state() arms it). Returns whether to keep waiting. */
+static bool linger(struct session *s)
+{
+	int fd = eb_conn_fd(s->conn);
+	uint8_t sink[4096];
+
+	if (!s->lingering) {
+		eb_conn_shutdown(s->conn);
+		if (shutdown(fd, SHUT_WR) < 0)
+			return false;
+		s->lingering = true;
+	}
+	for (;;) {
+		ssize_t k = recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+
+		if (k > 0)
+			continue;
+		return k < 0 && (errno == EAGAIN || errno == EINTR);
+	}
+}
+
 void session_pump(struct session *s)
 {
 	for (unsigned budget = 16; budget > 0; budget--) {
@@ -945,9 +984,11 @@ void session_pump(struct session *s)
 			goto close;
 		}
 		if (s->state == SESSION_CLOSING) {
-			if (s->wend == s->wstart)
-				goto close_notify;
-			break;
+			if (s->wend > s->wstart)
+				break;
+			if (linger(s))
+				break;
+			goto close;
 		}
 		if (s->rend < SESSION_RBUF_SIZE) {
 			ssize_t k =
@@ -976,8 +1017,8 @@ void session_pump(struct session *s)
 	session_update_events(s);
 	return;
 close_notify:
-	/* An orderly end, ours or the peer's: TLS says so with close_notify before the FIN, so
-	 * that the peer can tell it from a truncation. Best effort, the socket is non-blocking. */
+	/* An orderly end, the peer's: TLS says so with close_notify before the FIN, so that the
+	 * peer can tell it from a truncation. Best effort, the socket is non-blocking. */
 	eb_conn_shutdown(s->conn);
 close:
 	session_free(s);

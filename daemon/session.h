@@ -47,6 +47,7 @@ struct session {
 	enum session_state state;
 	bool local;         /* plain unix, no TLS: counted apart from network sessions */
 	bool frame_started; /* frame_timer runs for the partial frame at rbuf's head */
+	bool lingering;     /* CLOSING: our side is shut, what the peer still sends is dropped */
 	struct peer_addr addr;
 	uint64_t accepted_usec;
 	char peer[128];       /* "tcp [::1]:40000", "unix pid=12 uid=1000" */

@@ -32,7 +32,7 @@
 #define DEFAULT_MAX_PER_ADDR   8
 #define DEFAULT_HELLO_S        10
 #define DEFAULT_FRAME_S        30
-#define DEFAULT_USER_SESSIONS  256
+#define DEFAULT_USER_SESSIONS  128
 #define DEFAULT_MAX_CREDIT     8
 #define USER_NAME_MAX          64
 #define LINE_MAX_RAW           1024

@@ -122,15 +122,16 @@ static int write_atomic(const char *path, uint64_t credit_bits, const uint8_t *d
 }
 
 /* Uncredited bytes for a file that must exist but carries no credit. The periodic save passes the
- * pool, whose DRBG output depends on pool entropy (its first use seeds it from one block, as any
- * DRBG-mode request would); load passes NULL because the pool must not be drawn on before the
- * file's own content is in. Either way the kernel's CRNG stands in, without blocking, and an
- * empty uncredited file is still a valid one: returns how many bytes it wrote. */
+ * pool, whose DRBG output depends on pool entropy once a DRBG-mode request has seeded it; the save
+ * never spends a block on a seed or reseed of its own (those are rationed and charged to the
+ * sinks that draw). Load passes NULL because the pool must not be drawn on before the file's own
+ * content is in. Otherwise the kernel's CRNG stands in, without blocking, and an empty uncredited
+ * file is still a valid one: returns how many bytes it wrote. */
 static size_t fresh_bytes(struct eb_pool *pool, uint8_t *buf, size_t len)
 {
 	ssize_t k;
 
-	if (pool && eb_pool_take_drbg(pool, buf, len, true) >= 0)
+	if (pool && eb_pool_take_drbg(pool, buf, len, false) >= 0)
 		return len;
 	k = getrandom(buf, len, GRND_NONBLOCK);
 	return k == (ssize_t)len ? len : 0;

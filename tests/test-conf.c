@@ -198,7 +198,7 @@ static void test_full(void **state)
 	assert_false(u->has_gid);
 	assert_int_equal(u->max_credit_per_byte, 0);
 	assert_int_equal(u->quota_bits_per_hour, 0);
-	assert_int_equal(u->max_sessions, 256);
+	assert_int_equal(u->max_sessions, 128);
 
 	u = eb_conf_find_user(conf, "bob.b_2-x");
 	assert_non_null(u);

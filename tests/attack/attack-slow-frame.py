@@ -4,7 +4,9 @@
 frame header, and goes silent. With frame-timeout-sec = 2 the broker closes it within 2 s (and
 some slack), instead of holding its slot and buffers for ever. An authenticated session that
 sent nothing after WELCOME is left alone: idle authenticated sessions stay (that is the
-documented policy), and it is still served afterwards."""
+documented policy), and it is still served afterwards. Nor is a source whose frames each arrive
+split across writes, each completing well within the timeout although some frame is always
+half-received: the clock is per frame, from its own first byte."""
 import select
 import struct
 import time
@@ -29,8 +31,36 @@ def still_open(r):
         return False
 
 
+def streaming(b):
+    """PUTs cut so that every write ends inside the next frame: some frame is always partial,
+    yet each completes 0.3 s after its first byte. For 3 frame timeouts the session must stay."""
+    r = Raw(b.sock, uid=1001)
+    try:
+        t, _ = r.hello(1)
+        check(t == MSG["WELCOME"], "the streaming source is welcomed")
+        frame = struct.pack(">BBHI", MSG["PUT"], 0, 0, 8 + 1000) + struct.pack(">II", 0, 1000) \
+            + bytes(range(256)) * 3 + bytes(232)
+        half = len(frame) // 2
+        r.s.sendall(frame[:half])
+        acked = 0
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 3 * FRAME_TIMEOUT:
+            time.sleep(0.3)
+            r.s.sendall(frame[half:] + frame[:half])  # the end of one, the start of the next
+            t, _ = r.recv()
+            if t != MSG["PUT_ACK"]:
+                break
+            acked += 1
+        expect(t == MSG["PUT_ACK"] and still_open(r),
+               f"a source streaming split frames stays open for {3 * FRAME_TIMEOUT} s "
+               f"({acked} PUTs acknowledged)")
+    finally:
+        r.close()
+
+
 def test():
-    b = start_broker(users={"rawsink": {"role": "sink", "unix-uid": 1000, "key": False}},
+    b = start_broker(users={"rawsink": {"role": "sink", "unix-uid": 1000, "key": False},
+                            "rawsource": {"role": "source", "unix-uid": 1001, "key": False}},
                      new_keys=f"frame-timeout-sec = {FRAME_TIMEOUT}")
     held = []
     try:
@@ -73,6 +103,7 @@ def test():
         w.check_cpu()
         w.check_log(SLOW + 20)
         w.check_rss(8 * 1024)
+        streaming(b)
         expect(b.alive(), "the broker is still running")
         legit.summary("slow-frame")
     finally:

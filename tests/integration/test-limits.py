@@ -3,7 +3,9 @@
 """The session limits as a client meets them: a network connection over max-sessions is closed
 before its handshake and the client says the broker is busy (and may try again), not that its
 key was refused; a stalled handshake older than a second gives its slot to a new one when all of
-max-handshakes are taken; a local peer over max-local-sessions gets ERROR(BUSY)."""
+max-handshakes are taken; a local peer over max-local-sessions gets ERROR(BUSY), and a real
+client racing that refusal reads it; a quota smaller than a pool block still seeds the DRBG."""
+import os
 import socket
 import struct
 import time
@@ -91,14 +93,43 @@ def local_busy(b):
         check(t == MSG["ERROR"] and struct.unpack(">H", payload[:2])[0] == ERR_BUSY,
               "a local peer over max-local-sessions gets ERROR(BUSY) before it says a word")
         check(extra.closed(), "and is closed")
+        # A real client whose HELLO races the refusal must still read the ERROR, not a reset:
+        # the broker lingers after it. It says busy and tries again, not that it was refused.
+        for i in range(5):
+            p = run([prog("eb-sink-file"), "-b", b.unix, "--bytes", "32", "--timeout", "2"])
+            err = p.stderr.decode()
+            check(p.returncode != 0 and "busy" in err and "refused" not in err,
+                  f"eb-sink-file over a full local socket says the broker is busy, run {i + 1} "
+                  f"({err.strip().splitlines()[-1] if err.strip() else 'no message'})")
     finally:
         for r in held:
             r.s.close()
 
 
+def drbg_small_quota(b):
+    """A quota smaller than one pool block still lets its user's DRBG-mode GET seed the DRBG:
+    the reseed costs what the quota can hold, not a block it never could."""
+    src = Raw(b.sock)
+    t, _ = src.hello(1)
+    check(t == MSG["WELCOME"], "root over unix is a source")
+    data = os.urandom(4096)
+    src.send(MSG["PUT"], struct.pack(">II", 8 * len(data), len(data)) + data)
+    t, _ = src.recv()
+    check(t == MSG["PUT_ACK"], "its PUT fills the pool")
+    tiny = Raw(b.sock, uid=1000)
+    t, _ = tiny.hello(2)
+    check(t == MSG["WELCOME"], "a sink with a 256-bit hourly quota is welcomed")
+    tiny.send(MSG["GET"], struct.pack(">IB3x", 128, 1))
+    t, payload = tiny.recv()
+    check(t == MSG["DATA"], f"its first DRBG-mode GET is served (got type {t})")
+    tiny.send(MSG["GET"], struct.pack(">IB3x", 1024, 1))
+    t, payload = tiny.recv()
+    check(t == MSG["DATA"], "and the next, from the seeded DRBG, with no reseed to pay for")
+
+
 def test():
     b = Broker({"admin": {"role": "admin"},
-                "local": {"role": "source", "unix-uid": 0, "key": False}},
+                "local": {"role": "source, sink", "unix-uid": 0, "key": False}},
                broker_extra="max-sessions = 2\nmax-local-sessions = 2\n"
                             "hello-timeout-sec = 60\n").start()
     try:
@@ -107,10 +138,14 @@ def test():
     finally:
         b.cleanup()
 
-    b = Broker({"admin": {"role": "admin"}},
+    b = Broker({"admin": {"role": "admin"},
+                "local": {"role": "source", "unix-uid": 0, "key": False},
+                "tiny": {"role": "sink", "unix-uid": 1000, "key": False,
+                         "quota-bits-per-hour": 256}},
                broker_extra="max-handshakes = 2\nhello-timeout-sec = 60\n").start()
     try:
         eviction(b)
+        drbg_small_quota(b)
     finally:
         b.cleanup()
 
