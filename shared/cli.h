@@ -34,7 +34,7 @@ enum {
 #define EB_CLI_CLIENT_HELP                                                                         \
 	"  -b, --broker URI      broker to use (repeatable; tried in order, with failover):\n"     \
 	"                        tcp://HOST[:PORT], unix:/PATH, vsock://CID[:PORT],\n"             \
-	"                        unix+tls:/PATH\n"                                                 \
+	"                        unix+tls:/PATH, virtio:NAME\n"                                    \
 	"  -u, --user NAME       user name for TLS brokers\n"                                      \
 	"  -k, --key-file PATH   key file (default: the credential eb.key)\n"                      \
 	"  -v, --verbose         log debug messages\n"                                             \

@@ -337,7 +337,13 @@ static int wait_fd(struct eb_conn *c, bool for_write, int64_t deadline)
 	r = poll(&p, 1, (int)MIN(left, (int64_t)1 << 30));
 	if (r < 0)
 		return errno == EINTR ? 0 : -errno;
-	return r == 0 ? -ETIMEDOUT : 0;
+	if (r == 0)
+		return -ETIMEDOUT;
+	/* A virtio-serial port whose host side went away reports POLLHUP and never POLLOUT again:
+	 * a writer that took that for a wake-up would spin until its deadline. */
+	if (for_write && !(p.revents & POLLOUT) && (p.revents & POLLHUP))
+		return -ECONNRESET;
+	return 0;
 }
 
 int eb_conn_wait_readable(struct eb_conn *c, int timeout_ms)

@@ -23,6 +23,11 @@
 #include "macro.h"
 
 #define EB_DEFAULT_PORT 55225
+/* Where udev links a virtio-serial port by the name the host gave it (50-udev-default.rules). */
+#define VIRTIO_PORTS_DIR "/dev/virtio-ports/"
+/* How often a guest looks again whether the host side of its port has connected: the port
+ * reports that only as POLLHUP going away, which poll() cannot wait for. */
+#define VIRTIO_HOST_POLL_MS 50
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct addrinfo *, freeaddrinfo);
 
@@ -156,6 +161,23 @@ static int parse_vsock(const char *s, struct eb_uri *u)
 	return parse_port(s + len, &u->port);
 }
 
+/* A port name as QEMU's virtserialport name= gives it ("org.entropy-broker.seed.0"): one path
+ * component of the characters such names use, never "." or "..", so that the device path cannot
+ * leave /dev/virtio-ports/. */
+static int parse_virtio(const char *s, struct eb_uri *u)
+{
+	size_t len = strlen(s);
+
+	if (len == 0 || s[0] == '.' || len >= sizeof(u->path) - strlen(VIRTIO_PORTS_DIR))
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++)
+		if (!is_host_char(s[i]))
+			return -EINVAL;
+	snprintf(u->path, sizeof(u->path), VIRTIO_PORTS_DIR "%s", s);
+	u->kind = EB_URI_VIRTIO;
+	return 0;
+}
+
 int eb_uri_parse(const char *s, struct eb_uri *ret)
 {
 	struct eb_uri u = {};
@@ -172,6 +194,8 @@ int eb_uri_parse(const char *s, struct eb_uri *ret)
 		r = parse_unix(s + 9, EB_URI_UNIX_TLS, &u);
 	else if (strncmp(s, "vsock://", 8) == 0)
 		r = parse_vsock(s + 8, &u);
+	else if (strncmp(s, "virtio:", 7) == 0)
+		r = parse_virtio(s + 7, &u);
 	else
 		r = -EINVAL;
 	if (r < 0)
@@ -206,6 +230,9 @@ const char *eb_uri_to_string(const struct eb_uri *uri, char *buf, size_t size)
 			snprintf(buf, size, "vsock://%" PRIu32 ":%u", uri->cid,
 			         (unsigned)uri->port);
 		return buf;
+	case EB_URI_VIRTIO:
+		snprintf(buf, size, "virtio:%s", uri->path + strlen(VIRTIO_PORTS_DIR));
+		return buf;
 	case _EB_URI_KIND_MAX:
 	case _EB_URI_KIND_INVALID:
 		break;
@@ -220,6 +247,7 @@ int eb_uri_is_tls(const struct eb_uri *uri)
 	case EB_URI_TCP:
 	case EB_URI_VSOCK:
 	case EB_URI_UNIX_TLS:
+	case EB_URI_VIRTIO:
 		return 1;
 	case EB_URI_UNIX:
 		return 0;
@@ -388,6 +416,8 @@ int eb_uri_listen(const struct eb_uri *uri, int *ret_fd)
 		return listen_unix(uri, ret_fd);
 	case EB_URI_VSOCK:
 		return listen_vsock(uri, ret_fd);
+	case EB_URI_VIRTIO:
+		return -EOPNOTSUPP;
 	case _EB_URI_KIND_MAX:
 	case _EB_URI_KIND_INVALID:
 		break;
@@ -530,6 +560,45 @@ static int connect_vsock(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
 	return 0;
 }
 
+/* A virtio-serial port is a character device with no connect(): it opens at once, and whether
+ * the host's end (QEMU's chardev, connected to a broker) is there shows in poll() as POLLHUP,
+ * while writes would block. So open it, then wait until the host side is connected. A stream
+ * over it has no beginning of its own: the TLS handshake and close_notify delimit a session,
+ * and the guest's kernel drops what arrives while the port is closed. */
+static int connect_virtio(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
+{
+	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : -1;
+	_cleanup_close_ int fd = -EBADF;
+	int flags;
+
+	fd = open(uri->path, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return negative_errno();
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+		int64_t left = deadline >= 0 ? deadline - now_ms() : VIRTIO_HOST_POLL_MS;
+		struct timespec ts;
+
+		if (poll(&p, 1, 0) < 0) {
+			if (errno == EINTR)
+				continue;
+			return negative_errno();
+		}
+		if (!(p.revents & POLLHUP))
+			break;
+		if (left <= 0)
+			return -ENOTCONN;
+		left = MIN(left, (int64_t)VIRTIO_HOST_POLL_MS);
+		ts = (struct timespec){.tv_nsec = (long)left * 1000000};
+		nanosleep(&ts, NULL);
+	}
+	flags = fcntl(fd, F_GETFL);
+	if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
+		return negative_errno();
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
 int eb_uri_connect(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
 {
 	if (!uri || !ret_fd)
@@ -543,6 +612,8 @@ int eb_uri_connect(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
 		return connect_unix(uri, timeout_ms, ret_fd);
 	case EB_URI_VSOCK:
 		return connect_vsock(uri, timeout_ms, ret_fd);
+	case EB_URI_VIRTIO:
+		return connect_virtio(uri, timeout_ms, ret_fd);
 	case _EB_URI_KIND_MAX:
 	case _EB_URI_KIND_INVALID:
 		break;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Broker addresses: tcp://HOST[:PORT], unix:/PATH, vsock://CID[:PORT], unix+tls:/PATH. */
+/* Broker addresses: tcp://HOST[:PORT], unix:/PATH, vsock://CID[:PORT], unix+tls:/PATH,
+ * virtio:NAME. */
 #pragma once
 
 #include <stdint.h>
@@ -11,6 +12,7 @@ enum eb_uri_kind {
 	EB_URI_UNIX,
 	EB_URI_VSOCK,
 	EB_URI_UNIX_TLS, /* a unix socket that carries TLS, for VMM-proxied vsock */
+	EB_URI_VIRTIO,   /* a guest's virtio-serial port, /dev/virtio-ports/NAME, carrying TLS */
 	_EB_URI_KIND_MAX,
 	_EB_URI_KIND_INVALID = -22,
 };
@@ -20,18 +22,21 @@ struct eb_uri {
 	char host[256]; /* TCP: name or address, without brackets */
 	uint16_t port;  /* TCP and vsock */
 	uint32_t cid;   /* vsock */
-	char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* unix */
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* unix; virtio: the device */
 };
 
 /* Parses s; -EINVAL for anything malformed, a port of 0 or over 65535, a path too long. */
 int eb_uri_parse(const char *s, struct eb_uri *ret);
 /* Formats back to the canonical form; returns buf. */
 const char *eb_uri_to_string(const struct eb_uri *uri, char *buf, size_t size);
-/* True when the transport carries TLS (tcp, vsock, unix+tls). */
+/* True when the transport carries TLS (tcp, vsock, unix+tls, virtio). */
 int eb_uri_is_tls(const struct eb_uri *uri);
 
 /* Creates a listening socket (SOCK_STREAM, non-blocking, close-on-exec); a unix path is unlinked
- * first when it is a stale socket. */
+ * first when it is a stale socket. A virtio port is a guest's end only: -EOPNOTSUPP. */
 int eb_uri_listen(const struct eb_uri *uri, int *ret_fd);
-/* Connects a blocking socket within timeout_ms, trying every address a TCP host resolves to. */
+/* Connects a blocking socket within timeout_ms, trying every address a TCP host resolves to.
+ * A virtio port is opened and waited for until its host side is connected: -ENOENT when the
+ * guest has no such port, -EBUSY when another process holds it, -ENOTCONN when the host side
+ * stayed unconnected for timeout_ms. */
 int eb_uri_connect(const struct eb_uri *uri, int timeout_ms, int *ret_fd);

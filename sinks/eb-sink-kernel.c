@@ -10,6 +10,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "bootrand.h"
 #include "cli.h"
 #include "kernel.h"
 #include "log.h"
@@ -162,9 +163,13 @@ static int parse_args(int argc, char *argv[], struct eb_client_options *o)
 
 /* Draws want bits of full entropy and feeds them to the kernel, failing over between brokers,
  * until they are in or deadline (0: none) passes. Each DATA is credited with its bits when the
- * broker vouched for every byte it sent; anything less is mixed in with no credit at all. */
+ * broker vouched for every byte it sent; anything less is mixed in with no credit at all.
+ * *ready_first (when not NULL, and still negative) is set to whether the CRNG was initialised
+ * just before the first credited RNDADDENTROPY: that, not the state at start, says whether these
+ * bits initialised it, since a connection can take as long as the kernel needs to get there by
+ * itself. */
 static int feed(struct eb_client *client, int fd, uint64_t want, uint64_t deadline,
-                uint64_t *ret_credited)
+                uint64_t *ret_credited, int *ready_first)
 {
 	static uint8_t buf[EB_DATA_MAX];
 	uint64_t credited = 0;
@@ -212,6 +217,16 @@ static int feed(struct eb_client *client, int fd, uint64_t want, uint64_t deadli
 		if (len == 0)
 			continue;
 		credit = bits == 8 * (uint64_t)len ? bits : 0;
+		if (ready_first && *ready_first < 0 && credit > 0) {
+			*ready_first = eb_kernel_crng_ready();
+			if (*ready_first < 0) {
+				r = *ready_first;
+				explicit_bzero(buf, len);
+				log_error_errno(
+				    r, "Failed to ask the kernel whether its RNG is ready: %m");
+				goto fail;
+			}
+		}
 		r = eb_kernel_add_entropy(fd, buf, len, credit);
 		explicit_bzero(buf, len);
 		if (r < 0) {
@@ -240,34 +255,74 @@ fail:
 	return r;
 }
 
-/* The first seed, in either mode: says what state the kernel was in and how long it took. */
+static const char *followup_to_string(enum eb_kernel_followup f)
+{
+	switch (f) {
+	case EB_KERNEL_FOLLOWUP_NONE:
+		return "none";
+	case EB_KERNEL_FOLLOWUP_RESEEDED:
+		return "reseeded";
+	case EB_KERNEL_FOLLOWUP_SCHEDULED:
+		return "scheduled";
+	case _EB_KERNEL_FOLLOWUP_MAX:
+	case _EB_KERNEL_FOLLOWUP_INVALID:
+		break;
+	}
+	return "invalid";
+}
+
+/* The first seed, in either mode: credits, then makes sure the CRNG uses the bits now (see
+ * eb_kernel_followup()), and says what state the kernel was in and how long it took. */
 static int seed(struct eb_client *client, int fd, uint64_t deadline)
 {
+	enum eb_kernel_followup followup = EB_KERNEL_FOLLOWUP_SCHEDULED;
 	uint64_t t0 = now_ms(), credited = 0;
-	char fields[256];
-	int before, after, r;
+	int at_start, before = -1, after, r;
+	const char *state;
+	char fields[320];
 
-	before = eb_kernel_crng_ready();
-	if (before < 0)
-		return log_error_errno(before,
+	at_start = eb_kernel_crng_ready();
+	if (at_start < 0)
+		return log_error_errno(at_start,
 		                       "Failed to ask the kernel whether its RNG is ready: %m");
 	log_info("Kernel RNG %s; drawing %llu bits",
-	         before ? "already initialised" : "not yet initialised", arg_bits);
-	r = feed(client, fd, arg_bits, deadline, &credited);
+	         at_start ? "already initialised" : "not yet initialised", arg_bits);
+	r = feed(client, fd, arg_bits, deadline, &credited, &before);
 	if (r < 0)
 		return r;
 	after = eb_kernel_crng_ready();
+	r = eb_kernel_followup(fd, before > 0, eb_kernel_is_modern(), &followup);
+	if (r < 0)
+		log_warning_errno(
+		    r, "Failed to force a CRNG reseed (RNDRESEEDCRNG), ignoring: %m; the "
+		       "CRNG takes the bits in at its next scheduled reseed");
+	switch (followup) {
+	case EB_KERNEL_FOLLOWUP_NONE:
+		state = after > 0
+		            ? "kernel RNG was not initialised before them and is now"
+		            : "kernel RNG was not initialised before them and still is not (it "
+		              "needs 256 credited bits)";
+		break;
+	case EB_KERNEL_FOLLOWUP_RESEEDED:
+		state = "kernel RNG was already initialised; forced a CRNG reseed (RNDRESEEDCRNG), "
+			"so they are in use now";
+		break;
+	case EB_KERNEL_FOLLOWUP_SCHEDULED:
+	case _EB_KERNEL_FOLLOWUP_MAX:
+	case _EB_KERNEL_FOLLOWUP_INVALID:
+		state = "kernel RNG was already initialised; the CRNG takes them in at its next "
+			"scheduled reseed";
+		break;
+	}
 	snprintf(fields, sizeof(fields),
 	         "EB_CREDITED_BITS=%" PRIu64 "\nEB_BROKER=%s\nEB_SEED_MS=%" PRIu64
-	         "\nEB_CRNG_READY_BEFORE=%d\nEB_CRNG_READY=%d",
-	         credited, eb_client_broker(client), now_ms() - t0, before, after > 0);
+	         "\nEB_CRNG_READY_BEFORE=%d\nEB_CRNG_READY=%d\nEB_CRNG_FOLLOWUP=%s",
+	         credited, eb_client_broker(client), now_ms() - t0, before > 0, after > 0,
+	         followup_to_string(followup));
 	log_struct(LOG_INFO, fields,
-	           "Credited %" PRIu64 " bits from %s in %" PRIu64 " ms, %.3f s after boot; "
-	           "kernel RNG %s",
+	           "Credited %" PRIu64 " bits from %s in %" PRIu64 " ms, %.3f s after boot; %s",
 	           credited, eb_client_broker(client), now_ms() - t0, (double)boottime_ms() / 1000,
-	           before      ? "was already initialised"
-	           : after > 0 ? "is now initialised"
-	                       : "is still not initialised (it needs 256 credited bits)");
+	           state);
 	return 0;
 }
 
@@ -326,8 +381,6 @@ static int run_persistent(struct eb_client *client, int fd)
 	if (r < 0)
 		return r;
 	total = arg_bits;
-	if (modern)
-		reseed(fd, "the first seed");
 	eb_client_disconnect(client);
 	(void)sd_notifyf(false,
 	                 "READY=1\nSTATUS=Seeded with %llu bits from %s; mixing in %llu bits every "
@@ -371,7 +424,7 @@ static int run_persistent(struct eb_client *client, int fd)
 			continue;
 
 		r = feed(client, fd, want, now_ms() + MIN(arg_interval_s * 1000, MIX_DEADLINE_MS),
-		         &credited);
+		         &credited, NULL);
 		eb_client_disconnect(client);
 		next = now_ms() + arg_interval_s * 1000;
 		if (r == -EPERM)
@@ -414,6 +467,17 @@ int main(int argc, char *argv[])
 		/* No single operation may outlast the whole --timeout. */
 		o.timeout_ms =
 		    (int)MIN(arg_timeout_s * 1000, (unsigned long long)EB_CLIENT_TIMEOUT_MS);
+	/* Before the kernel's CRNG is initialised OpenSSL's own seeding would wait for it, and so
+	 * would the TLS handshake that brings the bits to initialise it. */
+	if (eb_kernel_crng_ready() == 0) {
+		r = eb_bootrand_use();
+		if (r < 0)
+			log_warning_errno(r, "Failed to keep TLS from waiting for the kernel RNG, "
+			                     "ignoring: %m");
+		else
+			log_debug(
+			    "Kernel RNG not initialised: TLS draws from getrandom(GRND_INSECURE)");
+	}
 	if (eb_cli_client_new(&o, &client) < 0)
 		return 2;
 	r = eb_kernel_open(&fd);

@@ -51,6 +51,27 @@ int eb_kernel_reseed(int fd)
 	return ioctl(fd, RNDRESEEDCRNG) < 0 ? negative_errno() : 0;
 }
 
+int eb_kernel_followup(int fd, bool ready_before, bool modern, enum eb_kernel_followup *ret)
+{
+	int r;
+
+	if (!ready_before) {
+		*ret = EB_KERNEL_FOLLOWUP_NONE;
+		return 0;
+	}
+	/* Before 5.18 the credited bits stay counted in the input pool until the CRNG's own
+	 * reseed takes them; the ioctl is what 5.18 made the way to do it at once. */
+	if (!modern) {
+		*ret = EB_KERNEL_FOLLOWUP_SCHEDULED;
+		return 0;
+	}
+	r = eb_kernel_reseed(fd);
+	if (r < 0)
+		return r;
+	*ret = EB_KERNEL_FOLLOWUP_RESEEDED;
+	return 0;
+}
+
 int eb_kernel_entropy_count(int fd, int *ret_bits)
 {
 	int bits;

@@ -18,6 +18,26 @@ int eb_kernel_add_entropy(int fd, const void *buf, size_t len, uint32_t credit_b
  * initialised; -ENOTTY or -EINVAL on kernels before 4.17. */
 int eb_kernel_reseed(int fd);
 
+/* What a seed needs after its bits were credited, by the state the CRNG was in when the first of
+ * them went in. */
+enum eb_kernel_followup {
+	/* Not initialised: the credit counts, and the kernel initialises its CRNG (at 256 credited
+	 * bits) with a reseed from the input pool that holds them. Nothing to ask. */
+	EB_KERNEL_FOLLOWUP_NONE,
+	/* Initialised, 5.18 and later: the bits were mixed into the input pool without credit;
+	 * RNDRESEEDCRNG has just made the CRNG take them in. */
+	EB_KERNEL_FOLLOWUP_RESEEDED,
+	/* Initialised, before 5.18: the bits are counted in the input pool, and the CRNG takes
+	 * them in at its own next reseed. Nothing asked. */
+	EB_KERNEL_FOLLOWUP_SCHEDULED,
+	_EB_KERNEL_FOLLOWUP_MAX,
+	_EB_KERNEL_FOLLOWUP_INVALID = -22,
+};
+
+/* Does what a seed needs after crediting (above): RNDRESEEDCRNG exactly when ready_before and
+ * modern. A failed reseed is its negative errno (-EPERM without CAP_SYS_ADMIN). */
+int eb_kernel_followup(int fd, bool ready_before, bool modern, enum eb_kernel_followup *ret);
+
 /* RNDGETENTCNT: the input pool's credited bits (256 for ever after init on 5.18+). */
 int eb_kernel_entropy_count(int fd, int *ret_bits);
 

@@ -6,6 +6,10 @@
  *   ioctl        RNDADDENTROPY, RNDRESEEDCRNG and RNDGETENTCNT are recorded, one line each, to
  *                $EB_SEAM_LOG ("<ms> RNDADDENTROPY entropy_count=N buf_size=M"), and succeed,
  *                or fail with errno $EB_SEAM_ERRNO. Other requests reach the real ioctl.
+ *   eb_kernel_crng_ready
+ *                with $EB_SEAM_CRNG_FROM_COUNT set, the CRNG is initialised exactly while the
+ *                recorded count is 256 or more, as on 5.18+ (start below it with
+ *                $EB_SEAM_ENTCNT), and RNDRESEEDCRNG fails with ENODATA before that, as there.
  *   uname        $EB_SEAM_RELEASE replaces the release, to take the before-5.18 path.
  *   eb_kernel_wait_writable
  *                with $EB_SEAM_RELEASE set, /dev/random "wants writers" while the recorded
@@ -37,6 +41,8 @@ int __real_eb_kernel_wait_writable(int fd, int timeout_ms);
 int __wrap_eb_kernel_wait_writable(int fd, int timeout_ms);
 int __real_clock_gettime(clockid_t id, struct timespec *ts);
 int __wrap_clock_gettime(clockid_t id, struct timespec *ts);
+int __real_eb_kernel_crng_ready(void);
+int __wrap_eb_kernel_crng_ready(void);
 
 static int entcnt = -1;
 static int64_t start_ms = -1;
@@ -126,6 +132,10 @@ int __wrap_ioctl(int fd, unsigned long request, ...)
 	}
 	case RNDRESEEDCRNG:
 		record("RNDRESEEDCRNG");
+		if (getenv("EB_SEAM_CRNG_FROM_COUNT") && entcnt < 256) {
+			errno = ENODATA;
+			return -1;
+		}
 		return seam_result();
 	case RNDGETENTCNT:
 		record("RNDGETENTCNT %d", entcnt);
@@ -167,4 +177,11 @@ int __wrap_clock_gettime(clockid_t id, struct timespec *ts)
 	if (r >= 0 && id == CLOCK_BOOTTIME && at >= 0 && mono_ms() - start_ms >= at)
 		ts->tv_sec += 3600;
 	return r;
+}
+
+int __wrap_eb_kernel_crng_ready(void)
+{
+	if (!getenv("EB_SEAM_CRNG_FROM_COUNT"))
+		return __real_eb_kernel_crng_ready();
+	return entcnt >= 256;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Tests for sinks/kernel.c: what exactly reaches the kernel's ioctls (link seam: ioctl), the
- * release check that picks the 5.18 path, and the suspend test. */
+ * reseed that follows a late seed, the release check that picks the 5.18 path, and the suspend
+ * test. */
 #include <errno.h>
 #include <linux/random.h>
 #include <setjmp.h>
@@ -123,6 +124,39 @@ static void test_errors_are_negative_errno(void **state)
 	assert_int_equal(bits, -1); /* ret_* written only on success */
 }
 
+static void test_followup(void **state)
+{
+	enum eb_kernel_followup f = _EB_KERNEL_FOLLOWUP_INVALID;
+
+	(void)state;
+	/* Credited before init: the kernel initialised (or will) from a reseed that holds the
+	 * bits; no ioctl, on any kernel. */
+	assert_int_equal(eb_kernel_followup(7, false, true, &f), 0);
+	assert_int_equal(f, EB_KERNEL_FOLLOWUP_NONE);
+	assert_int_equal(eb_kernel_followup(7, false, false, &f), 0);
+	assert_int_equal(f, EB_KERNEL_FOLLOWUP_NONE);
+	assert_int_equal(n_ioctl, 0);
+
+	/* Already initialised before 5.18: nothing asked, the CRNG's own reseed takes them. */
+	assert_int_equal(eb_kernel_followup(7, true, false, &f), 0);
+	assert_int_equal(f, EB_KERNEL_FOLLOWUP_SCHEDULED);
+	assert_int_equal(n_ioctl, 0);
+
+	/* Already initialised on 5.18+: exactly one RNDRESEEDCRNG, on the descriptor given. */
+	assert_int_equal(eb_kernel_followup(7, true, true, &f), 0);
+	assert_int_equal(f, EB_KERNEL_FOLLOWUP_RESEEDED);
+	assert_int_equal(n_ioctl, 1);
+	assert_int_equal(last_fd, 7);
+	assert_int_equal(last_request, RNDRESEEDCRNG);
+
+	/* A refused reseed is the caller's to report; *ret is left alone. */
+	f = _EB_KERNEL_FOLLOWUP_INVALID;
+	fail_errno = EPERM;
+	assert_int_equal(eb_kernel_followup(7, true, true, &f), -EPERM);
+	assert_int_equal(f, _EB_KERNEL_FOLLOWUP_INVALID);
+	assert_int_equal(n_ioctl, 2);
+}
+
 static void test_release_is_modern(void **state)
 {
 	(void)state;
@@ -156,6 +190,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_add_entropy_passes_exact_credit, setup),
 	    cmocka_unit_test_setup(test_add_entropy_refuses_overcredit, setup),
 	    cmocka_unit_test_setup(test_errors_are_negative_errno, setup),
+	    cmocka_unit_test_setup(test_followup, setup),
 	    cmocka_unit_test(test_release_is_modern),
 	    cmocka_unit_test(test_suspended_between),
 	};

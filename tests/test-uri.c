@@ -13,12 +13,44 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "macro.h"
 #include "uri.h"
+
+/* Link seam (-Wl,--wrap=open64): a virtio-serial port exists only in a guest, so the port
+ * "test.port" is a pty master here, which reports its far end the way a port reports its host
+ * side: POLLHUP while no one holds the other end, writable once someone does. */
+#define TEST_PORT "/dev/virtio-ports/test.port"
+static int test_port_fd = -EBADF;
+
+int __real_open64(const char *path, int flags, ...);
+int __wrap_open64(const char *path, int flags, ...);
+int __wrap_open64(const char *path, int flags, ...)
+{
+	va_list ap;
+	mode_t mode;
+
+	va_start(ap, flags);
+	mode = (flags & O_CREAT) ? va_arg(ap, mode_t) : 0;
+	va_end(ap);
+	if (strcmp(path, TEST_PORT) == 0) {
+		int fd;
+
+		if (test_port_fd < 0) {
+			errno = ENOENT;
+			return -1;
+		}
+		fd = fcntl(test_port_fd, F_DUPFD_CLOEXEC, 3);
+		if (fd >= 0 && (flags & O_NONBLOCK))
+			(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+		return fd;
+	}
+	return __real_open64(path, flags, mode);
+}
 
 static void expect_uri(const char *s, enum eb_uri_kind kind, const char *host_or_path,
                        uint16_t port, uint32_t cid, const char *canonical)
@@ -35,6 +67,7 @@ static void expect_uri(const char *s, enum eb_uri_kind kind, const char *host_or
 		break;
 	case EB_URI_UNIX:
 	case EB_URI_UNIX_TLS:
+	case EB_URI_VIRTIO:
 		assert_string_equal(u.path, host_or_path);
 		break;
 	case EB_URI_VSOCK:
@@ -86,6 +119,28 @@ static void test_good(void **state)
 	           "vsock://4294967294:9");
 	expect_uri("vsock://any", EB_URI_VSOCK, NULL, 55225, UINT32_MAX, "vsock://any:55225");
 	expect_uri("vsock://4294967295:1", EB_URI_VSOCK, NULL, 1, UINT32_MAX, "vsock://any:1");
+
+	expect_uri("virtio:org.entropy-broker.seed.0", EB_URI_VIRTIO,
+	           "/dev/virtio-ports/org.entropy-broker.seed.0", 0, 0,
+	           "virtio:org.entropy-broker.seed.0");
+	expect_uri("virtio:x", EB_URI_VIRTIO, "/dev/virtio-ports/x", 0, 0, "virtio:x");
+}
+
+static void test_virtio_name_length(void **state)
+{
+	char s[160];
+	struct eb_uri u;
+
+	(void)state;
+	/* "/dev/virtio-ports/" (18) and the name share sun_path's 108 bytes with the NUL. */
+	memcpy(s, "virtio:", 7);
+	memset(s + 7, 'p', 89);
+	s[7 + 89] = '\0';
+	assert_int_equal(eb_uri_parse(s, &u), 0);
+	assert_int_equal(strlen(u.path), 107);
+	s[7 + 89] = 'p';
+	s[7 + 90] = '\0';
+	assert_int_equal(eb_uri_parse(s, &u), -EINVAL);
 }
 
 static void test_unix_path_length(void **state)
@@ -168,6 +223,17 @@ static void test_bad(void **state)
 	    "vsock://anyx",
 	    "vsock:2",
 	    " tcp://host",
+	    "virtio:",
+	    "virtio:.",
+	    "virtio:..",
+	    "virtio:.hidden",
+	    "virtio:../../dev/sda",
+	    "virtio:a/b",
+	    "virtio:/dev/virtio-ports/x",
+	    "virtio:a b",
+	    "virtio:a:1",
+	    "virtio://x",
+	    "VIRTIO:x",
 	};
 	struct eb_uri u;
 
@@ -202,8 +268,63 @@ static void test_is_tls(void **state)
 	assert_int_equal(eb_uri_is_tls(&u), 1);
 	assert_int_equal(eb_uri_parse("unix+tls:/x", &u), 0);
 	assert_int_equal(eb_uri_is_tls(&u), 1);
+	assert_int_equal(eb_uri_parse("virtio:org.entropy-broker.seed.0", &u), 0);
+	assert_int_equal(eb_uri_is_tls(&u), 1);
 	assert_int_equal(eb_uri_parse("unix:/x", &u), 0);
 	assert_int_equal(eb_uri_is_tls(&u), 0);
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void test_virtio(void **state)
+{
+	_cleanup_close_ int master = -EBADF, far = -EBADF, fd = -EBADF;
+	struct eb_uri u;
+	int64_t t0;
+	char c = 0;
+
+	(void)state;
+	assert_int_equal(eb_uri_parse("virtio:test.port", &u), 0);
+	assert_string_equal(u.path, TEST_PORT);
+
+	/* A guest without the port. */
+	assert_int_equal(eb_uri_connect(&u, 1000, &fd), -ENOENT);
+	assert_int_equal(fd, -EBADF);
+	/* A broker does not listen on a guest's port. */
+	assert_int_equal(eb_uri_listen(&u, &fd), -EOPNOTSUPP);
+
+	/* The port is there, its host side is not: POLLHUP for the whole timeout, then a clear
+	 * error, not a descriptor that would spin in poll(). */
+	master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	assert_true(master >= 0);
+	assert_int_equal(grantpt(master), 0);
+	assert_int_equal(unlockpt(master), 0);
+	far = open(ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC);
+	assert_true(far >= 0);
+	far = safe_close(far);
+	test_port_fd = master;
+	t0 = mono_ms();
+	assert_int_equal(eb_uri_connect(&u, 300, &fd), -ENOTCONN);
+	assert_true(mono_ms() - t0 >= 300);
+	assert_true(mono_ms() - t0 < 3000);
+	assert_int_equal(fd, -EBADF);
+
+	/* The host side connects: a blocking, close-on-exec descriptor that carries bytes. */
+	far = open(ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC);
+	assert_true(far >= 0);
+	assert_int_equal(eb_uri_connect(&u, 1000, &fd), 0);
+	assert_false(fcntl(fd, F_GETFL) & O_NONBLOCK);
+	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	assert_int_equal(write(far, "y\n", 2), 2);
+	assert_int_equal(read(fd, &c, 1), 1);
+	assert_int_equal(c, 'y');
+	test_port_fd = -EBADF;
 }
 
 /* Accepts one connection on lfd and checks that bytes cross both ways. */
@@ -407,10 +528,16 @@ static void test_connect_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_good),    cmocka_unit_test(test_unix_path_length),
-	    cmocka_unit_test(test_bad),     cmocka_unit_test(test_is_tls),
-	    cmocka_unit_test(test_unix),    cmocka_unit_test(test_tcp),
-	    cmocka_unit_test(test_tcp_any), cmocka_unit_test(test_connect_errors),
+	    cmocka_unit_test(test_good),
+	    cmocka_unit_test(test_unix_path_length),
+	    cmocka_unit_test(test_virtio_name_length),
+	    cmocka_unit_test(test_virtio),
+	    cmocka_unit_test(test_bad),
+	    cmocka_unit_test(test_is_tls),
+	    cmocka_unit_test(test_unix),
+	    cmocka_unit_test(test_tcp),
+	    cmocka_unit_test(test_tcp_any),
+	    cmocka_unit_test(test_connect_errors),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

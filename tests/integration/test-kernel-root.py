@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """The real eb-sink-kernel --oneshot makes the real RNDADDENTROPY: as root with CAP_SYS_ADMIN it
-exits 0 having credited the 256 bits the broker delivered. After "crng init done" the kernel
+exits 0 having credited the 256 bits the broker delivered, and on an initialised 5.18+ kernel
+the real RNDRESEEDCRNG that follows succeeds. After "crng init done" the kernel
 ignores the credit (entropy_avail stays 256), so the broker's count and the sink's log are the
 evidence; tests/seam-kernel.c's double is what checks the exact ioctl arguments."""
 import os
@@ -35,6 +36,11 @@ def test():
             avail = int(f.read())
         check(avail >= 256 or "not yet initialised" in err,
               f"the kernel's RNG is initialised (entropy_avail {avail})")
+        major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+        if "already initialised" in err and (major, minor) >= (5, 18):
+            check("forced a CRNG reseed (RNDRESEEDCRNG), so they are in use now" in err and
+                  "Failed to force" not in err,
+                  f"an initialised 5.18+ kernel took the real RNDRESEEDCRNG ({err.strip()[-200:]})")
     finally:
         b.cleanup()
 

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """eb-sink-kernel against a live broker, with the kernel doubled (eb-sink-kernel-seam records
 every ioctl, see tests/seam-kernel.c): --oneshot credits exactly the bits the broker vouched for
-and nothing when it vouched for less; --timeout holds whatever the broker does; persistent mode
+and nothing when it vouched for less, then forces a reseed exactly when the CRNG was already
+initialised on 5.18+ and says which case it was; --timeout holds whatever the broker does; persistent mode
 seeds, says READY, mixes and forces a reseed on schedule and after a resume, and before 5.18
 refills on the watermark instead."""
 import os
@@ -173,13 +174,40 @@ def test():
         check(p.returncode == 0, f"--oneshot over unix exits 0 ({err.strip()[-300:]})")
         check(adds(ioctls(log)) == [(256, 32)],
               f"it made one RNDADDENTROPY: entropy_count=256, buf_size=32 ({ioctls(log)})")
-        check(not any(n == "RNDRESEEDCRNG" for _, n, _ in ioctls(log)),
-              "--oneshot forces no reseed")
+        check([n for _, n, _ in ioctls(log) if n != "RNDGETENTCNT"] ==
+              ["RNDADDENTROPY", "RNDRESEEDCRNG"],
+              f"the kernel was initialised (5.18+): one RNDRESEEDCRNG after it ({ioctls(log)})")
         check(b.status()["bits_out"] - st0["bits_out"] == 256,
               "the broker delivered exactly the 256 bits credited")
-        check("already initialised" in err and "Credited 256 bits from unix:" in err,
-              "it logs that the kernel was already seeded and what it credited, from where")
+        check("Credited 256 bits from unix:" in err and
+              "was already initialised; forced a CRNG reseed (RNDRESEEDCRNG)" in err,
+              f"it logs what it credited, from where, and that it forced the reseed ({err.strip()[-300:]})")
         check(" ms, " in err and "after boot" in err, "and how long seeding took")
+
+        # A kernel not yet initialised (12 bits counted): the 256 credited bits initialise it,
+        # and no reseed is asked for; the kernel's own init reseed took them.
+        p, _ = sink(log, "-b", b.unix, "--oneshot",
+                    env={"EB_SEAM_CRNG_FROM_COUNT": "1", "EB_SEAM_ENTCNT": "12"})
+        err = p.stderr.decode(errors="replace")
+        check(p.returncode == 0 and adds(ioctls(log)) == [(256, 32)] and
+              "RNDRESEEDCRNG" not in [n for _, n, _ in ioctls(log)],
+              f"before init: one RNDADDENTROPY and no RNDRESEEDCRNG ({ioctls(log)})")
+        check("Kernel RNG not yet initialised" in err and
+              "was not initialised before them and is now" in err,
+              f"... and it says it credited the kernel before it was initialised ({err.strip()[-300:]})")
+        # Too few bits to initialise it: said as plainly.
+        p, _ = sink(log, "-b", b.unix, "--oneshot", "--bits", "64",
+                    env={"EB_SEAM_CRNG_FROM_COUNT": "1", "EB_SEAM_ENTCNT": "12"})
+        err = p.stderr.decode(errors="replace")
+        check(p.returncode == 0 and "still is not (it needs 256 credited bits)" in err and
+              "RNDRESEEDCRNG" not in [n for _, n, _ in ioctls(log)],
+              f"64 bits leave it uninitialised, and it says so ({err.strip()[-200:]})")
+        # Initialised, before 5.18: nothing forced, and the log says when the bits are used.
+        p, _ = sink(log, "-b", b.unix, "--oneshot", env={"EB_SEAM_RELEASE": "5.15.0-91-generic"})
+        err = p.stderr.decode(errors="replace")
+        check(p.returncode == 0 and "RNDRESEEDCRNG" not in [n for _, n, _ in ioctls(log)] and
+              "takes them in at its next scheduled reseed" in err,
+              f"before 5.18 no RNDRESEEDCRNG; the log says the CRNG's own reseed takes them ({err.strip()[-200:]})")
 
         p, _ = sink(log, "-b", b.tcp, "-u", "bob", "-k", b.keys["bob"], "--oneshot",
                     "--bits", "1024")
