@@ -3,7 +3,9 @@
 """The kernel seeders' units say what their place in boot depends on: eb-seed-vsock.service runs
 with no default dependencies before sysinit.target, cryptsetup-pre.target,
 systemd-random-seed.service and ssh.service, only in a VM, with the vsock transport loaded and
-nothing that waits for the network or the random seed; eb-seed.service waits for the network and
+nothing that waits for the network or the random seed; eb-seed-virtio.service has the same place
+but is started by its virtio-serial port's device unit and bound to it, so a guest without the
+port never waits, and gives up on a silent host within 20 s; eb-seed.service waits for the network and
 still comes before ssh.service; both have a --timeout shorter than systemd's; every kernel sink
 keeps CAP_SYS_ADMIN and nothing else. Read from the unit files as built (systemd-analyze verify
 in test-units.py checks that systemd accepts them); the checker is run on broken copies too, so
@@ -14,7 +16,9 @@ import re
 from eblib import BUILD, check, main
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-LISTS = {"Before", "After", "Wants", "Requires", "Conflicts", "WantedBy", "LoadCredential"}
+LISTS = {"Before", "After", "Wants", "Requires", "BindsTo", "Conflicts", "WantedBy",
+         "LoadCredential"}
+PORT_DEVICE = r"dev-virtio\x2dports-org.entropy\x2dbroker.seed.0.device"
 
 
 def parse(text):
@@ -75,8 +79,8 @@ def caps(u, problems):
                         ", not CAP_SYS_ADMIN alone")
 
 
-def check_vsock(text):
-    u, problems = parse(text), []
+def check_early(u, problems):
+    """What every seeder that runs before sysinit.target must say; returns its ExecStart=."""
     unit = lambda k: set(u.get(("Unit", k), []))
     if u.get(("Unit", "DefaultDependencies")) != ["no"]:
         problems.append("DefaultDependencies=no is missing")
@@ -88,9 +92,6 @@ def check_vsock(text):
         problems.append("no Conflicts=shutdown.target")
     if "cryptsetup-pre.target" not in unit("Wants"):
         problems.append("cryptsetup-pre.target is not pulled in (Wants=)")
-    modprobe = "modprobe@vmw_vsock_virtio_transport.service"
-    if modprobe not in unit("Wants") or modprobe not in unit("After"):
-        problems.append(f"not Wants= and After= {modprobe}")
     late = {"systemd-random-seed.service", "sysinit.target", "basic.target", "local-fs.target",
             "network.target", "network-online.target", "ssh.service", "cryptsetup.target"}
     if unit("After") & late or unit("Requires") & late or unit("Wants") & late:
@@ -99,12 +100,44 @@ def check_vsock(text):
         problems.append("ConditionVirtualization=vm is missing")
     if u.get(("Unit", "ConditionCredential")) != ["eb.key"]:
         problems.append("ConditionCredential=eb.key is missing")
-    cmd = oneshot_timeouts(u, problems)
+    caps(u, problems)
+    return oneshot_timeouts(u, problems)
+
+
+def check_vsock(text):
+    u, problems = parse(text), []
+    unit = lambda k: set(u.get(("Unit", k), []))
+    cmd = check_early(u, problems)
+    modprobe = "modprobe@vmw_vsock_virtio_transport.service"
+    if modprobe not in unit("Wants") or modprobe not in unit("After"):
+        problems.append(f"not Wants= and After= {modprobe}")
     if "--broker=vsock://2" not in cmd:
         problems.append("the broker is not the host, vsock://2")
     if "sysinit.target" not in u.get(("Install", "WantedBy"), []):
         problems.append("not WantedBy=sysinit.target")
-    caps(u, problems)
+    return problems
+
+
+def check_virtio(text):
+    u, problems = parse(text), []
+    unit = lambda k: set(u.get(("Unit", k), []))
+    cmd = check_early(u, problems)
+    if "--broker=virtio:org.entropy-broker.seed.0" not in cmd:
+        problems.append("the broker is not the port virtio:org.entropy-broker.seed.0")
+    m = re.search(r"--timeout[= ](\d+)", cmd)
+    if m and int(m.group(1)) > 20:
+        problems.append(f"--timeout={m.group(1)}: a silent host holds up boot for longer than 20 s")
+    # Started by the port, never by a target: a guest without the port must not wait for it.
+    if u.get(("Install", "WantedBy")) != [PORT_DEVICE]:
+        problems.append(f"not WantedBy={PORT_DEVICE} alone ({u.get(('Install', 'WantedBy'))})")
+    if PORT_DEVICE not in unit("BindsTo") or PORT_DEVICE not in unit("After"):
+        problems.append(f"not BindsTo= and After= {PORT_DEVICE}")
+    # The port is a real device node: a private /dev would hide it.
+    if u.get(("Service", "PrivateDevices"), ["no"])[-1] != "no":
+        problems.append("PrivateDevices= hides the port")
+    if u.get(("Service", "DevicePolicy")) != ["closed"] or \
+            "char-virtio-portsdev rw" not in u.get(("Service", "DeviceAllow"), []):
+        problems.append("not DevicePolicy=closed with DeviceAllow=char-virtio-portsdev rw")
     return problems
 
 
@@ -136,7 +169,8 @@ def check_persistent(text):
 
 
 def test():
-    cases = (("eb-seed-vsock.service", check_vsock), ("eb-seed.service", check_network),
+    cases = (("eb-seed-vsock.service", check_vsock), ("eb-seed-virtio.service", check_virtio),
+             ("eb-seed.service", check_network),
              ("eb-sink-kernel.service", check_persistent))
     for name, checker in cases:
         problems = checker(load(name))
@@ -156,6 +190,20 @@ def test():
     }
     for what, text in broken.items():
         check(text != vsock and check_vsock(text), f"a vsock unit with {what} is caught")
+    virtio = load("eb-seed-virtio.service")
+    broken = {
+        "default dependencies": virtio.replace("DefaultDependencies=no", "DefaultDependencies=yes"),
+        "a target that waits for the port": virtio.replace(
+            "WantedBy=" + PORT_DEVICE, "WantedBy=sysinit.target"),
+        "no binding to the port": virtio.replace("BindsTo=" + PORT_DEVICE + "\n", ""),
+        "after the random seed": virtio.replace("[Service]", "[Unit]\nAfter=systemd-random-seed.service\n[Service]"),
+        "a long wait for the host": virtio.replace("--timeout=15", "--timeout=40").replace(
+            "TimeoutStartSec=25s", "TimeoutStartSec=50s"),
+        "a private /dev": virtio.replace("[Install]", "PrivateDevices=yes\n[Install]"),
+        "another port": virtio.replace("virtio:org.entropy-broker.seed.0", "virtio:other"),
+    }
+    for what, text in broken.items():
+        check(text != virtio and check_virtio(text), f"a virtio unit with {what} is caught")
     net = load("eb-seed.service")
     check(check_network(net.replace("Wants=network-online.target\n", "")),
           "a network seeder that does not pull in network-online.target is caught")
