@@ -15,7 +15,8 @@ SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MAN = os.path.join(SRC, "docs", "man")
 CLIENTS = ("eb-source-file", "eb-source-kernel", "eb-sink-file", "eb-sink-kernel", "eb-sink-egd",
            "eb-brokerctl", "eb-source-jitter", "eb-source-timers", "eb-proxy-knuth",
-           "eb-source-stream", "eb-source-egd", "eb-source-exec")
+           "eb-source-stream", "eb-source-egd", "eb-source-exec", "eb-source-audio",
+           "eb-source-v4l")
 BAD_URIS = ("bogus://x", "tcp://", "tcp://host:99999", "tcp://[::1", "unix:relative/path",
             "vsock://notacid")
 
@@ -100,6 +101,9 @@ def test():
             "eb-source-stream": [data],
             "eb-source-egd": [os.path.join(tmp, "no-egd.sock")],
             "eb-source-exec": ["--", "true"],
+            # The broker and key are checked before the device is opened: none is needed.
+            "eb-source-audio": ["/dev/snd/pcmC99D0c"],
+            "eb-source-v4l": ["/dev/video-none"],
             "eb-proxy-knuth": ["-a", "m", data, data],
             "eb-sink-file": ["--bytes", "32"],
             "eb-sink-kernel": ["--oneshot"],
@@ -189,7 +193,8 @@ def test():
         credit = ("eb-source-file", "eb-source-exec", "eb-proxy-knuth", "eb-source-kernel")
         capped = ("eb-source-file", "eb-source-exec", "eb-proxy-knuth")
         estimate = ("eb-source-egd", "eb-source-stream")  # --min-entropy only, 0-8
-        measured = ("eb-source-jitter", "eb-source-timers")  # --min-entropy 0.001-8
+        measured = ("eb-source-jitter", "eb-source-timers",  # --min-entropy 0.001-8
+                    "eb-source-audio", "eb-source-v4l")
         bad_bits = ("8.001", "x", "-1", "1e3", "")
         no_dir = os.path.join(tmp, "no", "such", "dir", "raw")
         too_many = " ".join(["unix:/nonexistent"] * 17)

@@ -17,6 +17,7 @@ from eblib import check, main, run
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 RULES = os.path.join(SRC, "udev", "60-entropy-broker.rules")
+CAPTURE = os.path.join(SRC, "udev", "70-entropy-broker-capture.rules")
 
 # The keys and operators this file may use, as udev(7) spells them.
 MATCH_KEYS = {"ACTION", "SUBSYSTEM", "KERNEL", "ATTRS", "ATTR", "ENV", "DRIVERS", "TAG"}
@@ -139,7 +140,7 @@ def tty(kernel, vid, pid, serial="0001", action="add"):
             "attrs": {"idVendor": vid, "idProduct": pid, "serial": serial}}
 
 
-def udev_parses(text):
+def udev_parses(text, name="60-entropy-broker.rules"):
     """The real udev's parser on the rules: `udevadm verify` when there is one; otherwise
     `udevadm test` on hw_random with the rules as the only ones in /etc/udev/rules.d, in a mount
     namespace with private /dev and /run/udev (udevadm test applies modes to device nodes)."""
@@ -147,7 +148,7 @@ def udev_parses(text):
     try:
         rules_dir = os.path.join(tmp, "rules.d")
         os.mkdir(rules_dir)
-        path = os.path.join(rules_dir, "60-entropy-broker.rules")
+        path = os.path.join(rules_dir, name)
         with open(path, "w") as f:
             f.write(text)
         v = run(["udevadm", "verify", "--help"])
@@ -164,10 +165,10 @@ def udev_parses(text):
         p = run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
                  rules_dir])
         out = (p.stdout + p.stderr).decode()
-        problems = [l for l in out.splitlines() if "60-entropy-broker.rules:" in l and
+        problems = [l for l in out.splitlines() if f"{name}:" in l and
                     re.search(r"(?i)invalid|error|unknown|ignoring|failed", l) and
                     "Unknown group 'eb-source'" not in l]
-        ok = p.returncode == 0 and "Reading rules file: /etc/udev/rules.d/60-entropy-broker.rules" in out and not problems
+        ok = p.returncode == 0 and f"Reading rules file: /etc/udev/rules.d/{name}" in out and not problems
         return "test", ok, out if not ok else "\n".join(l for l in out.splitlines() if l.startswith(("SYSTEMD_WANTS", "TAGS")))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -252,6 +253,79 @@ def test():
           f"a pinned Infinite Noise (serial 1234ABCD) wants {units}")
     units, _ = wants(pinned, tty("ttyUSB1", "0403", "6015", "OTHER"))
     check(units == [], "another 0403:6015 with a different serial is still left alone")
+
+    test_capture(rules)
+
+
+def test_capture(stream_rules):
+    """70-entropy-broker-capture.rules: a sound card input or a camera is a source only when an
+    administrator tagged it, and then only a capture device; the example in the file's header
+    does what it says."""
+    with open(CAPTURE) as f:
+        text = f.read()
+    rules = parse(text, "70-entropy-broker-capture.rules")
+    check(len(rules) >= 3, f"the capture rules parse ({len(rules)} rules)")
+    how, ok, out = udev_parses(text, "70-entropy-broker-capture.rules")
+    if how != "none":
+        check(ok, f"udevadm {how} accepts the capture rules: {out.strip()[-600:]}")
+        how, ok, out = udev_parses(text.replace('ENV{EB_SOURCE}=="audio",',
+                                                'ENV{EB_SOURCE}=="audio" BOGUS{x}="1",'),
+                                   "70-entropy-broker-capture.rules")
+        check(ok is False, "udevadm test catches a broken capture rule")
+
+    def sound(kernel, tag=None, action="add", card_id="PCH"):
+        env = {"EB_SOURCE": tag} if tag else {}
+        return {"action": action, "subsystem": "sound", "kernel": kernel, "env": env,
+                "attrs": {"id": card_id}}
+
+    def video(kernel, caps=":capture:", tag=None, action="add"):
+        env = {"ID_V4L_CAPABILITIES": caps, "ID_SERIAL": "046d_0825_ABCDEF01"}
+        if tag:
+            env["EB_SOURCE"] = tag
+        return {"action": action, "subsystem": "video4linux", "kernel": kernel, "env": env}
+
+    # Never by default: every sound node and camera, untagged, wants nothing, here or in the
+    # stream rules.
+    for dev in (sound("pcmC0D0c"), sound("pcmC1D2c"), sound("controlC0"), sound("pcmC0D0p"),
+                video("video0"), video("video1", ":capture:video_overlay:")):
+        for r in (rules, stream_rules):
+            units, _ = wants(r, dev)
+            check(units == [], f"untagged {dev['subsystem']} {dev['kernel']} wants nothing")
+
+    units, _ = wants(rules, sound("pcmC1D0c", "audio"))
+    check(units == ["eb-source-audio@pcmC1D0c.service"], f"a tagged capture PCM wants {units}")
+    units, _ = wants(rules, sound("pcmC12D3c", "audio"))
+    check(units == ["eb-source-audio@pcmC12D3c.service"], f"card 12 device 3 wants {units}")
+    for kernel, what in (("pcmC1D0p", "a playback PCM"), ("controlC1", "a control node")):
+        units, _ = wants(rules, sound(kernel, "audio"))
+        check(units == [], f"{what}, tagged audio, wants nothing")
+    units, _ = wants(rules, sound("pcmC1D0c", "v4l"))
+    check(units == [], "a capture PCM tagged v4l wants nothing")
+    units, _ = wants(rules, sound("pcmC1D0c", "audio", action="remove"))
+    check(units == [], "nothing is started when a tagged PCM goes")
+
+    units, _ = wants(rules, video("video0", ":capture:video_overlay:", "v4l"))
+    check(units == ["eb-source-v4l@video0.service"], f"a tagged camera wants {units}")
+    units, _ = wants(rules, video("video3", ":video_output:", "v4l"))
+    check(units == [], "a tagged video output wants nothing")
+    units, _ = wants(rules, video("video0", ":capture:", "audio"))
+    check(units == [], "a camera tagged audio wants nothing")
+    units, _ = wants(rules, video("video0", ":capture:", "v4l", action="remove"))
+    check(units == [], "nothing is started when a tagged camera goes")
+
+    # The header's example local rules, as an administrator would copy them.
+    local = "\n".join(l[1:].strip() for l in text.splitlines()
+                      if re.match(r"#\s+SUBSYSTEM==", l))
+    check(local.count("EB_SOURCE") == 2, "the header shows a local rule for each kind")
+    both = parse(local + "\n" + text, "65-entropy-broker-local.rules + capture rules")
+    units, _ = wants(both, sound("pcmC0D0c"))
+    check(units == ["eb-source-audio@pcmC0D0c.service"],
+          f"the example tags card PCH's capture PCM 0: it wants {units}")
+    units, _ = wants(both, sound("pcmC0D0c", card_id="Loopback"))
+    check(units == [], "and leaves another card's alone")
+    units, _ = wants(both, video("video2"))
+    check(units == ["eb-source-v4l@video2.service"],
+          f"the example tags the camera by ID_SERIAL: it wants {units}")
 
 
 main(test)
