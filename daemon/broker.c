@@ -14,10 +14,8 @@
 #include <systemd/sd-event.h>
 
 #include "confdir.h"
-#include "conn.h"
 #include "log.h"
 #include "pool.h"
-#include "scheduler.h"
 #include "seedfile.h"
 #include "session.h"
 #include "tls.h"
@@ -191,20 +189,20 @@ static void log_pool(struct broker *b, int level, const char *msgid, const char 
 	           b->bits_out);
 }
 
-static void tell_sources(struct broker *b, enum eb_msg_type type)
+/* Flow control, as Entropy Broker did it: sources rest from high water until the level falls
+ * below low water, so they do not burn CPU on bits nobody can take. */
+static void flow_control(struct broker *b)
 {
-	struct eb_msg m = {.type = type, .retry.retry_ms = SCHEDULER_SLEEP_MS};
+	uint64_t level = eb_pool_level(b->pool);
 
-	for (struct session *s = b->sessions; s; s = s->next) {
-		if (s->state != SESSION_READY || !(s->roles & EB_ROLE_SOURCE))
-			continue;
-		if ((type == EB_MSG_SLEEP) == s->asleep ||
-		    !session_has_room(s, EB_FRAME_HEADER_SIZE + 8))
-			continue;
-		(void)session_send(s, &m);
-		s->asleep = type == EB_MSG_SLEEP;
-		(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
-	}
+	if (!b->sources_asleep && level >= high_water(b))
+		b->sources_asleep = true;
+	else if (b->sources_asleep && level < low_water(b))
+		b->sources_asleep = false;
+	else
+		return;
+	for (struct session *s = b->sessions; s; s = s->next)
+		session_set_asleep(s, b->sources_asleep);
 }
 
 /* Tells the journal where the level is, at most once per ZONE_LOG_INTERVAL_USEC; the notify
@@ -222,29 +220,186 @@ static void log_zone(struct broker *b)
 	log_pool(b, b->zone == POOL_EMPTY ? LOG_NOTICE : LOG_INFO, zone_msgid(b->zone), what);
 }
 
-void broker_pool_changed(struct broker *b)
+static void update_zone(struct broker *b)
 {
-	uint64_t level = eb_pool_level(b->pool);
-	enum pool_zone z;
+	enum pool_zone z = current_zone(b);
 
-	/* Flow control, as Entropy Broker did it: sources rest from high water until the level
-	 * falls below low water, so they do not burn CPU on bits nobody can take. */
-	if (!b->sources_asleep && level >= high_water(b)) {
-		b->sources_asleep = true;
-		tell_sources(b, EB_MSG_SLEEP);
-	} else if (b->sources_asleep && level < low_water(b)) {
-		b->sources_asleep = false;
-		tell_sources(b, EB_MSG_WAKE);
-	}
-	if (b->waitq)
-		scheduler_run(b);
-
-	z = current_zone(b);
 	if (z != b->zone) {
 		b->zone = z;
 		log_zone(b);
 	}
 	broker_mark_status(b);
+}
+
+/* The level moved (or its thresholds did): the journal hears of it now, sources and waiting
+ * sinks from the run source. */
+static void pool_changed(struct broker *b)
+{
+	update_zone(b);
+	b->pool_changed = true;
+	(void)sd_event_source_set_enabled(b->run_source, SD_EVENT_ONESHOT);
+}
+
+int broker_put(struct broker *b, const uint8_t *data, size_t len, uint64_t claim_bits,
+               uint64_t *ret_credited)
+{
+	uint64_t credited = 0;
+	int r;
+
+	r = eb_pool_add(b->pool, data, len, claim_bits, &credited);
+	if (r < 0)
+		return r;
+	b->bits_in += credited;
+	pool_changed(b);
+	*ret_credited = credited;
+	return 0;
+}
+
+static void arm_queue_timer(struct broker *b)
+{
+	uint64_t t = sched_queue_deadline(&b->queue);
+
+	if (t == UINT64_MAX) {
+		(void)sd_event_source_set_enabled(b->queue_timer, SD_EVENT_OFF);
+		return;
+	}
+	(void)sd_event_source_set_time(b->queue_timer, t);
+	(void)sd_event_source_set_enabled(b->queue_timer, SD_EVENT_ONESHOT);
+}
+
+void broker_get(struct broker *b, struct sched_request *r)
+{
+	bool alone = !b->queue.head;
+
+	sched_queue_push(&b->queue, r);
+	/* A GET that finds others waiting is tried with them, when the pool next changes, or on
+	 * its own when its wait ends: the queue is served in order, not by who asked last. */
+	if (alone) {
+		b->queue_changed = true;
+		(void)sd_event_source_set_enabled(b->run_source, SD_EVENT_ONESHOT);
+	}
+	arm_queue_timer(b);
+}
+
+void broker_cancel_get(struct broker *b, struct sched_request *r)
+{
+	/* The timer may now fire for nobody; the run source then finds nothing due. */
+	sched_queue_remove(&b->queue, r);
+}
+
+/* Takes what decision d grants request r from the pool into b->scratch, and books it. */
+static int take(struct broker *b, const struct sched_request *r, const struct sched_view *v,
+                const struct sched_decision *d)
+{
+	const struct eb_user *u = &b->conf->users[r->user];
+	struct sched_quota *q = &b->quotas[r->user];
+	uint64_t after;
+	int k;
+
+	if (!r->drbg) {
+		k = eb_pool_take_full(b->pool, b->scratch, d->bytes);
+		if (k < 0)
+			return k;
+		sched_quota_charge(q, u->quota_bits_per_hour, v->now_usec, d->bytes * 8);
+		b->bits_out += d->bytes * 8;
+		return 0;
+	}
+	k = eb_pool_take_drbg(b->pool, b->scratch, d->bytes, d->may_reseed);
+	after = eb_pool_level(b->pool);
+	if (after < v->level_bits) {
+		/* A reseed spent a block of credited entropy: the drawing user pays for it, and
+		 * the next one waits its interval. */
+		b->drbg_reseeded = true;
+		b->drbg_reseed_usec = v->now_usec;
+		sched_quota_charge(q, u->quota_bits_per_hour, v->now_usec, v->level_bits - after);
+	}
+	if (k < 0)
+		return k;
+	b->bytes_drbg += d->bytes;
+	return 0;
+}
+
+/* Decides request r and, unless it is to wait, answers it; returns whether it was answered.
+ * final: its wait is over. */
+static bool serve(struct broker *b, struct sched_request *r, bool final, bool *served)
+{
+	struct session *s = session_from_get(r);
+	const struct eb_user *u = &b->conf->users[r->user];
+	const struct sched_view v = {
+	    .now_usec = broker_now(b),
+	    .level_bits = eb_pool_level(b->pool),
+	    .block_bits = eb_pool_cost_bits(b->pool, 1),
+	    .n_sources = b->n_sources,
+	    .drbg_seeded = b->drbg_reseeded,
+	    .drbg_reseed_usec = b->drbg_reseed_usec,
+	    .quota_bits_per_hour = u->quota_bits_per_hour,
+	    .quota = &b->quotas[r->user],
+	};
+	struct sched_decision d = scheduler_decide(&v, r, final);
+	int k;
+
+	if (d.verdict == SCHED_DATA) {
+		k = take(b, r, &v, &d);
+		if (k == -EAGAIN)
+			/* The pool saw less than the decision did: the same as a short pool. */
+			d = d.reseed_quota_retry_ms > 0
+			        ? (struct sched_decision){.verdict = SCHED_QUOTA,
+			                                  .retry_ms = d.reseed_quota_retry_ms}
+			        : scheduler_pool_short(&v, final);
+		else if (k < 0) {
+			log_error_errno(k, "Failed to draw from the pool: %m");
+			sched_queue_remove(&b->queue, r);
+			session_fail(s);
+			return true;
+		}
+	}
+	if (d.verdict == SCHED_WAIT)
+		return false;
+	sched_queue_remove(&b->queue, r);
+	session_answer(s, &d, b->scratch);
+	if (d.verdict == SCHED_DATA) {
+		explicit_bzero(b->scratch, d.bytes);
+		*served = true;
+	}
+	return true;
+}
+
+/* The run source: the one place waiting GETs are answered and sources told to SLEEP or WAKE,
+ * one loop iteration after whatever changed the pool or the queue, never inside a session's own
+ * handler. */
+static int on_run(sd_event_source *src, void *userdata)
+{
+	struct broker *b = userdata;
+	bool head = b->pool_changed || b->queue_changed, served = false;
+	uint64_t now = broker_now(b);
+
+	(void)src;
+	if (b->pool_changed)
+		flow_control(b);
+	b->pool_changed = b->queue_changed = false;
+	/* In order while the pool can; the first it cannot back keeps its turn at the head. */
+	while (head && b->queue.head && serve(b, b->queue.head, false, &served))
+		;
+	/* Waits that are over, wherever they are in the queue: DATA if the pool can, else EMPTY. */
+	for (struct sched_request *r = b->queue.head, *next; r; r = next) {
+		next = r->next;
+		if (now >= r->since_usec + SCHEDULER_WAIT_USEC)
+			(void)serve(b, r, true, &served);
+	}
+	if (served) {
+		flow_control(b);
+		update_zone(b);
+	}
+	arm_queue_timer(b);
+	return 0;
+}
+
+static int on_queue_timer(sd_event_source *src, uint64_t usec, void *userdata)
+{
+	struct broker *b = userdata;
+
+	(void)src, (void)usec;
+	return sd_event_source_set_enabled(b->run_source, SD_EVENT_ONESHOT);
 }
 
 void broker_mark_status(struct broker *b)
@@ -498,7 +653,7 @@ static void raise_nofile(const struct eb_conf *conf)
  * each user's quota keeps what it had. */
 static void reload(struct broker *b)
 {
-	_cleanup_free_ struct user_state *users = NULL;
+	_cleanup_free_ struct sched_quota *quotas = NULL;
 	struct eb_conf *new = NULL, *old = b->conf;
 	unsigned before = b->n_sessions;
 
@@ -508,8 +663,8 @@ static void reload(struct broker *b)
 		log_error("Keeping the running configuration");
 		goto done;
 	}
-	users = calloc(MAX(new->n_users, 1u), sizeof(*users));
-	if (!users) {
+	quotas = calloc(MAX(new->n_users, 1u), sizeof(*quotas));
+	if (!quotas) {
 		log_oom();
 		eb_conf_free(new);
 		goto done;
@@ -518,11 +673,11 @@ static void reload(struct broker *b)
 		const struct eb_user *u = eb_conf_find_user(old, new->users[i].name);
 
 		if (u)
-			users[i] = b->users[u - old->users];
+			quotas[i] = b->quotas[u - old->users];
 	}
 	keep_restart_only(old, new);
 	raise_nofile(new);
-	SWAP(b->users, users);
+	SWAP(b->quotas, quotas);
 	b->conf = new;
 	for (struct session *s = b->sessions, *next; s; s = next) {
 		next = s->next;
@@ -532,8 +687,7 @@ static void reload(struct broker *b)
 	log_info("Reloaded %s: %u users; %u of %u sessions kept",
 	         new->path ? new->path : "the configuration", new->n_users,
 	         b->n_sessions - count_closing(b), before);
-	broker_pool_changed(b); /* the thresholds may have moved */
-	broker_mark_status(b);
+	pool_changed(b); /* the thresholds may have moved */
 done:
 	(void)sd_notify(false, "READY=1");
 }
@@ -563,9 +717,9 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 	b->zone = b->zone_logged = _POOL_ZONE_INVALID;
 	for (int k = 0; k < _PEER_LOG_MAX; k++)
 		b->peer_log[k] = EB_RATELIMIT_INIT(PEER_LOG_INTERVAL_USEC, PEER_LOG_BURST);
-	b->users = calloc(MAX(conf->n_users, 1u), sizeof(*b->users));
+	b->quotas = calloc(MAX(conf->n_users, 1u), sizeof(*b->quotas));
 	b->scratch = malloc(EB_DATA_MAX);
-	if (!b->users || !b->scratch)
+	if (!b->quotas || !b->scratch)
 		return log_oom();
 
 	r = eb_pool_new(conf->capacity_bits, &b->pool, &locked);
@@ -615,6 +769,20 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 		if (r >= 0)
 			r = sd_event_source_set_enabled(b->seed_timer, SD_EVENT_ON);
 	}
+	if (r >= 0)
+		r = sd_event_add_defer(b->event, &b->run_source, on_run, b);
+	if (r >= 0)
+		/* Answers go out before the next frame is read. */
+		r = sd_event_source_set_priority(b->run_source, SD_EVENT_PRIORITY_IMPORTANT);
+	if (r >= 0)
+		r = sd_event_source_set_enabled(b->run_source, SD_EVENT_OFF);
+	/* 10 ms, not sd-event's default 250 ms of slack: docs/protocol.md promises EMPTY after
+	 * about 250 ms, not up to 500. */
+	if (r >= 0)
+		r = sd_event_add_time(b->event, &b->queue_timer, CLOCK_MONOTONIC, UINT64_MAX,
+		                      10 * 1000ULL, on_queue_timer, b);
+	if (r >= 0)
+		r = sd_event_source_set_enabled(b->queue_timer, SD_EVENT_OFF);
 	if (r < 0)
 		return log_error_errno(r, "Failed to set up timers: %m");
 
@@ -630,6 +798,8 @@ struct broker *broker_free(struct broker *b)
 	while (b->sessions)
 		session_free(b->sessions);
 	listeners_free(b);
+	sd_event_source_disable_unref(b->run_source);
+	sd_event_source_disable_unref(b->queue_timer);
 	sd_event_source_disable_unref(b->status_timer);
 	sd_event_source_disable_unref(b->notify_timer);
 	sd_event_source_disable_unref(b->seed_timer);
@@ -639,7 +809,7 @@ struct broker *broker_free(struct broker *b)
 	if (b->scratch)
 		explicit_bzero(b->scratch, EB_DATA_MAX);
 	free(b->scratch);
-	free(b->users);
+	free(b->quotas);
 	eb_conf_free(b->conf);
 	free(b);
 	return NULL;
@@ -654,7 +824,7 @@ int broker_run(struct broker *b)
 {
 	int r;
 
-	broker_pool_changed(b);
+	pool_changed(b);
 	log_pool(b, LOG_INFO, MSGID_START, "Broker ready");
 	notify_status(b);
 	(void)sd_notify(false, "READY=1");
@@ -665,14 +835,7 @@ int broker_run(struct broker *b)
 
 	/* Say goodbye to every peer, then keep what the pool holds for the next start. */
 	for (struct session *s = b->sessions; s; s = s->next)
-		if (s->state == SESSION_READY && session_has_room(s, EB_FRAME_HEADER_SIZE + 64)) {
-			struct eb_msg m = {.type = EB_MSG_ERROR, .error.code = EB_ERR_SHUTDOWN};
-
-			snprintf(m.error.text, sizeof(m.error.text), "broker stopping");
-			(void)session_send(s, &m);
-			(void)eb_conn_write(s->conn, s->wbuf + s->wstart, s->wend - s->wstart);
-			eb_conn_shutdown(s->conn);
-		}
+		session_goodbye(s);
 	log_pool(b, LOG_INFO, MSGID_STOP, "Broker stopping");
 	save_seed(b, true);
 	return 0;

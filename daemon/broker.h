@@ -11,6 +11,7 @@
 #include "log.h"
 #include "proto.h"
 #include "ratelimit.h"
+#include "scheduler.h"
 
 struct ssl_ctx_st;
 struct eb_pool;
@@ -43,18 +44,13 @@ enum peer_log {
 #define PEER_LOG_BURST         20
 #define PEER_LOG_INTERVAL_USEC (10 * 1000000ULL)
 
-struct user_state {
-	double quota_tokens; /* full-entropy bits this user may still draw */
-	uint64_t quota_refilled_usec;
-};
-
 struct broker {
 	sd_event *event;
 	struct eb_conf *conf;    /* owned; replaced by a reload */
 	const char *config_path; /* --config, or NULL for the default path */
 	struct eb_pool *pool;
 	struct ssl_ctx_st *tls;
-	struct user_state *users; /* parallel to conf->users */
+	struct sched_quota *quotas; /* parallel to conf->users */
 
 	struct listener *listeners;
 	unsigned n_listeners;
@@ -70,14 +66,18 @@ struct broker {
 	sd_event_source *accept_timer;
 	uint64_t accept_backoff_usec;
 
-	/* DRBG mode reseeds from the pool at most once per BROKER_DRBG_RESEED_USEC. */
+	/* DRBG mode reseeds from the pool at most once per SCHEDULER_DRBG_RESEED_USEC. */
 	uint64_t drbg_reseed_usec;
 	bool drbg_reseeded;
 
-	/* Sinks whose GET waits for the pool, in the order they will be served. */
-	struct session *waitq;
-	uint64_t waitq_seq;
-	bool scheduling; /* scheduler_run() is on the stack */
+	/* Sinks whose GET waits, in the order they will be served. Only the run source answers
+	 * them (and sends SLEEP and WAKE), never a session's own handler: what a session does
+	 * reaches other sessions one loop iteration later, never from inside its own stack. */
+	struct sched_queue queue;
+	sd_event_source *run_source;  /* deferred: answers the queue, flow control */
+	sd_event_source *queue_timer; /* the first wait in the queue ends */
+	bool pool_changed;            /* since the run source last ran */
+	bool queue_changed;           /* a GET joined an empty queue */
 
 	bool sources_asleep;
 	enum pool_zone zone;        /* where the level is now */
@@ -109,8 +109,17 @@ static inline void broker_freep(struct broker **b)
 int broker_listen(struct broker *b, char **uris, unsigned n_uris);
 int broker_run(struct broker *b);
 
-/* Called by sessions after the pool level changed: flow control, waiting sinks, status. */
-void broker_pool_changed(struct broker *b);
+/* What sessions ask of the broker. Only these touch the pool; answers come later, from the run
+ * source, through session_answer(). */
+/* Conditions len bytes claiming claim_bits into the pool; returns the bits credited, or a
+ * negative errno when the pool failed. */
+int broker_put(struct broker *b, const uint8_t *data, size_t len, uint64_t claim_bits,
+               uint64_t *ret_credited);
+/* Queues a sink's GET; it is answered from the run source (DATA, QUOTA or EMPTY) within
+ * SCHEDULER_WAIT_USEC. */
+void broker_get(struct broker *b, struct sched_request *r);
+/* Takes a GET out of the queue unanswered (its session is closing). */
+void broker_cancel_get(struct broker *b, struct sched_request *r);
 void broker_mark_status(struct broker *b);
 void broker_fill_status(struct broker *b, struct eb_msg_status *ret);
 uint64_t broker_now(struct broker *b);

@@ -4,181 +4,159 @@
 #include <math.h>
 #include <stdbool.h>
 
-#include "broker.h"
 #include "macro.h"
-#include "pool.h"
-#include "session.h"
 
-/* Small requests first (a VM waiting to boot needs 256 bits, not a megabyte), then first come,
- * first served: a sink that was answered queues again behind the others. */
-static bool goes_before(const struct session *a, const struct session *b)
+static bool goes_before(const struct sched_request *a, const struct sched_request *b)
 {
-	bool a_small = a->get.bits <= SCHEDULER_SMALL_BITS,
-	     b_small = b->get.bits <= SCHEDULER_SMALL_BITS;
+	bool a_small = a->bits <= SCHEDULER_SMALL_BITS, b_small = b->bits <= SCHEDULER_SMALL_BITS;
 
 	if (a_small != b_small)
 		return a_small;
-	return a->get_seq < b->get_seq;
+	return a->seq < b->seq;
 }
 
-void scheduler_enqueue(struct broker *b, struct session *s)
+void sched_queue_push(struct sched_queue *q, struct sched_request *r)
 {
-	struct session **p;
+	struct sched_request **p;
 
-	if (s->queued)
+	if (r->queued)
 		return;
-	s->get_seq = ++b->waitq_seq;
-	for (p = &b->waitq; *p && !goes_before(s, *p); p = &(*p)->wnext)
+	r->seq = ++q->seq;
+	for (p = &q->head; *p && !goes_before(r, *p); p = &(*p)->next)
 		;
-	s->wnext = *p;
-	*p = s;
-	s->queued = true;
-	/* The session's timer answers EMPTY if the pool stays short. */
-	(void)sd_event_source_set_time(s->timer, s->get_since_usec + SESSION_GET_WAIT_USEC);
-	(void)sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
+	r->next = *p;
+	*p = r;
+	r->queued = true;
 }
 
-void scheduler_dequeue(struct broker *b, struct session *s)
+void sched_queue_remove(struct sched_queue *q, struct sched_request *r)
 {
-	if (!s->queued)
+	if (!r->queued)
 		return;
-	for (struct session **p = &b->waitq; *p; p = &(*p)->wnext)
-		if (*p == s) {
-			*p = s->wnext;
+	for (struct sched_request **p = &q->head; *p; p = &(*p)->next)
+		if (*p == r) {
+			*p = r->next;
 			break;
 		}
-	s->wnext = NULL;
-	s->queued = false;
-	(void)sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
+	r->next = NULL;
+	r->queued = false;
 }
 
-void scheduler_run(struct broker *b)
+uint64_t sched_queue_deadline(const struct sched_queue *q)
 {
-	/* Serving a GET changes the pool, which calls us again: the outer loop goes on. */
-	if (b->scheduling)
+	uint64_t first = UINT64_MAX;
+
+	/* Requests arrive in time order, but small ones are sorted ahead: the earliest arrival
+	 * may be anywhere, and the queue is as long as the sinks connected. */
+	for (const struct sched_request *r = q->head; r; r = r->next)
+		first = MIN(first, r->since_usec);
+	return first == UINT64_MAX ? UINT64_MAX : first + SCHEDULER_WAIT_USEC;
+}
+
+double sched_quota_tokens(const struct sched_quota *q, uint64_t bits_per_hour, uint64_t now)
+{
+	double cap = (double)bits_per_hour, tokens = q->tokens;
+
+	if (q->refilled_usec == 0)
+		return cap;
+	if (now > q->refilled_usec) {
+		tokens += cap * (double)(now - q->refilled_usec) / 3.6e9;
+		if (tokens > cap)
+			tokens = cap;
+	}
+	return tokens;
+}
+
+void sched_quota_charge(struct sched_quota *q, uint64_t bits_per_hour, uint64_t now, uint64_t bits)
+{
+	if (bits_per_hour == 0)
 		return;
-	b->scheduling = true;
-	while (b->waitq) {
-		struct session *s = b->waitq;
-
-		scheduler_dequeue(b, s);
-		if (!session_serve_get(s, false)) {
-			/* Back to the head, where it was: it keeps its turn. */
-			s->wnext = b->waitq;
-			b->waitq = s;
-			s->queued = true;
-			(void)sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
-			break;
-		}
-		/* Flush and read on from the event loop, not from here: we may be inside
-		 * another session's handler. */
-		(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
-	}
-	b->scheduling = false;
+	q->tokens = sched_quota_tokens(q, bits_per_hour, now) - (double)bits;
+	if (q->tokens < 0)
+		q->tokens = 0;
+	q->refilled_usec = now;
 }
 
-static void refill(struct broker *b, const struct eb_user *u, struct user_state *st)
+/* Milliseconds until the bucket holds bits again at its hourly rate; at least 1, at most an
+ * hour. */
+static uint32_t quota_retry_ms(uint64_t bits_per_hour, double tokens, double bits)
 {
-	uint64_t now = broker_now(b);
-	double cap = (double)u->quota_bits_per_hour;
-
-	if (st->quota_refilled_usec == 0) {
-		st->quota_tokens = cap;
-	} else if (now > st->quota_refilled_usec) {
-		st->quota_tokens += cap * (double)(now - st->quota_refilled_usec) / 3.6e9;
-		if (st->quota_tokens > cap)
-			st->quota_tokens = cap;
-	}
-	st->quota_refilled_usec = now;
-}
-
-/* Milliseconds until the user's quota holds bits again, at its hourly rate; at most an hour. */
-static uint32_t quota_retry_ms(const struct eb_user *u, const struct user_state *st, double bits)
-{
-	double ms = ceil((bits - st->quota_tokens) * 3.6e6 / (double)u->quota_bits_per_hour);
+	double ms = ceil((bits - tokens) * 3.6e6 / (double)bits_per_hour);
 
 	return (uint32_t)(ms < 1 ? 1 : ms > 3.6e6 ? 3.6e6 : ms);
 }
 
-size_t scheduler_affordable(struct broker *b, struct session *s, const struct eb_user *u,
-                            size_t want, uint32_t *ret_quota_retry_ms)
+struct sched_decision scheduler_pool_short(const struct sched_view *v, bool final)
 {
-	uint64_t level = eb_pool_level(b->pool);
-	size_t lo = 0, hi = want,
-	       floor_n = want < SCHEDULER_MIN_PARTIAL ? want : SCHEDULER_MIN_PARTIAL;
+	if (!final)
+		return (struct sched_decision){.verdict = SCHED_WAIT};
+	/* With no source connected there is nothing to wait for soon. */
+	return (struct sched_decision){
+	    .verdict = SCHED_EMPTY,
+	    .retry_ms = v->n_sources > 0 ? SCHEDULER_EMPTY_RETRY_MS : SCHEDULER_EMPTY_RETRY_IDLE_MS,
+	};
+}
 
-	*ret_quota_retry_ms = 0;
-	if (u->quota_bits_per_hour > 0) {
-		struct user_state *st = &b->users[s->user];
-		size_t allowed;
+static struct sched_decision decide_full(const struct sched_view *v, const struct sched_request *r,
+                                         bool final)
+{
+	size_t want = r->bits / 8, hi = want, n, floor_n = MIN(want, (size_t)SCHEDULER_MIN_PARTIAL);
+	/* Whole blocks back a take (eb_pool_cost_bits()): the level backs this many bytes. */
+	size_t backed = (size_t)(v->level_bits / v->block_bits * (v->block_bits / 8));
 
-		refill(b, u, st);
-		allowed = (size_t)(st->quota_tokens / 8);
-		if (allowed < floor_n) {
-			*ret_quota_retry_ms = quota_retry_ms(u, st, (double)floor_n * 8);
-			return 0;
-		}
+	if (v->quota_bits_per_hour > 0) {
+		double tokens = sched_quota_tokens(v->quota, v->quota_bits_per_hour, v->now_usec);
+		size_t allowed = (size_t)(tokens / 8);
+
+		/* The quota decides before the pool: a sink over it is told when to come back,
+		 * whatever the level, instead of waiting for a pool it may not draw from. */
+		if (allowed < floor_n)
+			return (struct sched_decision){
+			    .verdict = SCHED_QUOTA,
+			    .retry_ms =
+				quota_retry_ms(v->quota_bits_per_hour, tokens, (double)floor_n * 8),
+			};
 		hi = MIN(hi, allowed);
 	}
-	if (eb_pool_cost_bits(b->pool, hi) <= level)
-		return hi;
-	/* The largest n the level backs: cost grows with n, so bisect. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo + 1) / 2;
-
-		if (eb_pool_cost_bits(b->pool, mid) <= level)
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	return lo >= floor_n ? lo : 0;
+	n = MIN(hi, backed);
+	if (n == 0 || n < floor_n)
+		return scheduler_pool_short(v, final);
+	return (struct sched_decision){.verdict = SCHED_DATA, .bytes = n};
 }
 
-void scheduler_charge(struct broker *b, struct session *s, const struct eb_user *u, size_t n)
+static struct sched_decision decide_drbg(const struct sched_view *v, const struct sched_request *r,
+                                         bool final)
 {
-	if (u->quota_bits_per_hour > 0) {
-		struct user_state *st = &b->users[s->user];
+	struct sched_decision d = {.verdict = SCHED_DATA, .bytes = r->bits / 8};
+	bool due =
+	    !v->drbg_seeded || v->now_usec >= v->drbg_reseed_usec + SCHEDULER_DRBG_RESEED_USEC;
 
-		st->quota_tokens -= (double)n * 8;
-		if (st->quota_tokens < 0)
-			st->quota_tokens = 0;
-	}
-}
-
-uint32_t scheduler_empty_retry_ms(const struct broker *b)
-{
-	/* With no source connected there is nothing to wait for soon. */
-	return b->n_sources > 0 ? 250 : 5000;
-}
-
-bool scheduler_drbg_may_reseed(struct broker *b, struct session *s, const struct eb_user *u,
-                               uint32_t *ret_quota_retry_ms)
-{
-	uint64_t block = eb_pool_cost_bits(b->pool, 1);
-
-	*ret_quota_retry_ms = 0;
-	if (b->drbg_reseeded && broker_now(b) < b->drbg_reseed_usec + SCHEDULER_DRBG_RESEED_USEC)
-		return false;
-	if (u->quota_bits_per_hour > 0) {
-		struct user_state *st = &b->users[s->user];
+	d.may_reseed = due;
+	if (due && v->quota_bits_per_hour > 0) {
+		double tokens = sched_quota_tokens(v->quota, v->quota_bits_per_hour, v->now_usec);
 		/* A quota smaller than a block can never hold one: it pays what it can hold, a
-		 * whole hour's worth, and the reseed takes it all (scheduler_charge() stops at 0).
-		 */
-		double price = MIN((double)block, (double)u->quota_bits_per_hour);
+		 * whole hour's worth, and the reseed takes it all (the charge stops at empty). */
+		double price = MIN((double)v->block_bits, (double)v->quota_bits_per_hour);
 
-		refill(b, u, st);
-		if (st->quota_tokens < price) {
-			*ret_quota_retry_ms = quota_retry_ms(u, st, price);
-			return false;
+		if (tokens < price) {
+			d.may_reseed = false;
+			d.reseed_quota_retry_ms =
+			    quota_retry_ms(v->quota_bits_per_hour, tokens, price);
 		}
 	}
-	return true;
+	if (v->drbg_seeded)
+		return d; /* a seeded DRBG serves with or without its reseed */
+	/* Unseeded, the DRBG needs a block from the pool, and the right to spend it. */
+	if (d.reseed_quota_retry_ms > 0)
+		return (struct sched_decision){.verdict = SCHED_QUOTA,
+		                               .retry_ms = d.reseed_quota_retry_ms};
+	if (!d.may_reseed || v->level_bits < v->block_bits)
+		return scheduler_pool_short(v, final);
+	return d;
 }
 
-void scheduler_drbg_reseeded(struct broker *b, struct session *s, const struct eb_user *u,
-                             uint64_t bits)
+struct sched_decision scheduler_decide(const struct sched_view *v, const struct sched_request *r,
+                                       bool final)
 {
-	b->drbg_reseeded = true;
-	b->drbg_reseed_usec = broker_now(b);
-	scheduler_charge(b, s, u, (size_t)(bits / 8));
+	return r->drbg ? decide_drbg(v, r, final) : decide_full(v, r, final);
 }

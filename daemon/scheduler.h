@@ -1,14 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* Which sink is served next, how much it may have, and what it is told to wait. */
+/* Which waiting sink is served next, how much it may have, and what it is told to wait: the queue
+ * of GETs and pure decisions over it. No I/O, no clock, no pool: the broker hands in what it sees
+ * (struct sched_view) and acts on what comes back (struct sched_decision). */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-struct broker;
-struct session;
-struct eb_user;
 
 /* How long a SLEEP tells a source to rest at most; a WAKE ends it sooner. */
 #define SCHEDULER_SLEEP_MS 60000
@@ -16,27 +14,91 @@ struct eb_user;
 #define SCHEDULER_SMALL_BITS 4096
 /* A partial answer is not worth a round trip below this many bytes. */
 #define SCHEDULER_MIN_PARTIAL 512
-
-void scheduler_enqueue(struct broker *b, struct session *s);
-void scheduler_dequeue(struct broker *b, struct session *s);
-/* Answers waiting GETs in order while the pool can; stops at the first it cannot. */
-void scheduler_run(struct broker *b);
-
-/* Bytes of a full-entropy GET for want bytes the session may have now: limited by the pool and
- * the user's quota. 0 with *ret_quota_retry_ms > 0 when the quota is the limit. */
-size_t scheduler_affordable(struct broker *b, struct session *s, const struct eb_user *u,
-                            size_t want, uint32_t *ret_quota_retry_ms);
-void scheduler_charge(struct broker *b, struct session *s, const struct eb_user *u, size_t n);
-uint32_t scheduler_empty_retry_ms(const struct broker *b);
-
+/* A GET the pool cannot back waits this long in the queue before EMPTY. */
+#define SCHEDULER_WAIT_USEC (250 * 1000ULL)
+/* EMPTY's retry hint: soon while a source may refill the pool, later when none is connected. */
+#define SCHEDULER_EMPTY_RETRY_MS      250
+#define SCHEDULER_EMPTY_RETRY_IDLE_MS 5000
 /* DRBG mode spends a pool block on a reseed at most this often, whoever draws: output is
  * unlimited, the credited entropy it costs is not. */
 #define SCHEDULER_DRBG_RESEED_USEC (10 * 1000000ULL)
-/* Whether a DRBG-mode GET may let the pool reseed its DRBG now: the interval has passed (or it
- * was never seeded) and the user's quota can pay for a block. When only the quota stands in the
- * way, *ret_quota_retry_ms says when it could (else 0). */
-bool scheduler_drbg_may_reseed(struct broker *b, struct session *s, const struct eb_user *u,
-                               uint32_t *ret_quota_retry_ms);
-/* Records a reseed that took bits of pool level, charged to the user who drew. */
-void scheduler_drbg_reseeded(struct broker *b, struct session *s, const struct eb_user *u,
-                             uint64_t bits);
+
+/* One sink's GET. The waiting sink's session holds it; only the sched_queue_*() functions write
+ * its queue fields (next, seq, queued). */
+struct sched_request {
+	uint32_t bits;       /* wanted */
+	bool drbg;           /* DRBG output, else full entropy */
+	int user;            /* index of the sink's user, whose quota pays */
+	uint64_t since_usec; /* when the GET arrived: its wait ends SCHEDULER_WAIT_USEC later */
+
+	struct sched_request *next;
+	uint64_t seq; /* arrival order in the queue */
+	bool queued;
+};
+
+/* Waiting GETs in the order they will be served. */
+struct sched_queue {
+	struct sched_request *head;
+	uint64_t seq;
+};
+
+/* Small requests first (a VM waiting to boot needs 256 bits, not a megabyte), then first come,
+ * first served: a request joins behind every other of its class, so a sink that was answered and
+ * asks again queues behind the others. */
+void sched_queue_push(struct sched_queue *q, struct sched_request *r);
+/* Takes r out of the queue; nothing happens when it is not in it. */
+void sched_queue_remove(struct sched_queue *q, struct sched_request *r);
+/* When the first wait in the queue ends; UINT64_MAX when nobody waits. */
+uint64_t sched_queue_deadline(const struct sched_queue *q);
+
+/* A user's quota: a bucket of full-entropy bits, refilled at its hourly rate up to one hour's
+ * worth. A bucket never used is full. */
+struct sched_quota {
+	double tokens;
+	uint64_t refilled_usec; /* 0: never used */
+};
+
+/* Bits the bucket holds at now, for a rate of bits_per_hour (0: no quota). */
+double sched_quota_tokens(const struct sched_quota *q, uint64_t bits_per_hour, uint64_t now);
+/* Refills the bucket to now, then takes bits from it (never below empty). */
+void sched_quota_charge(struct sched_quota *q, uint64_t bits_per_hour, uint64_t now, uint64_t bits);
+
+/* What the broker sees when it asks for a decision. */
+struct sched_view {
+	uint64_t now_usec;
+	uint64_t level_bits; /* the pool's level */
+	uint64_t block_bits; /* what the pool spends per block: a full-entropy take of n bytes costs
+	                      * 8n rounded up to whole blocks, a DRBG reseed one block */
+	unsigned n_sources;  /* sources connected */
+	bool drbg_seeded;    /* a DRBG-mode request has reseeded the pool's DRBG ... */
+	uint64_t drbg_reseed_usec;    /* ... last at this time */
+	uint64_t quota_bits_per_hour; /* the requesting user's; 0: none */
+	const struct sched_quota *quota;
+};
+
+enum sched_verdict {
+	SCHED_DATA,  /* serve bytes now */
+	SCHED_QUOTA, /* the user's quota is the limit: QUOTA, retry after retry_ms */
+	SCHED_WAIT,  /* the pool is short: keep waiting */
+	SCHED_EMPTY, /* the wait is over and the pool still short: EMPTY, retry after retry_ms */
+	_SCHED_VERDICT_MAX,
+	_SCHED_VERDICT_INVALID = -22,
+};
+
+struct sched_decision {
+	enum sched_verdict verdict;
+	size_t bytes;      /* DATA: how many */
+	uint32_t retry_ms; /* QUOTA, EMPTY */
+	bool may_reseed;   /* DATA in DRBG mode: the pool may spend a block on a reseed now */
+	uint32_t reseed_quota_retry_ms; /* DRBG mode: when the quota could pay for a reseed, if it
+	                                 * is what stands in the way (else 0) */
+};
+
+/* What request r gets now. final: its wait is over, so the answer is never WAIT. A full-entropy
+ * GET may be answered in part, never below SCHEDULER_MIN_PARTIAL bytes (or all that was asked);
+ * a DRBG GET is answered in full from the DRBG once it is seeded, and may let the pool reseed it
+ * at most once per SCHEDULER_DRBG_RESEED_USEC, when the quota can pay for a block. */
+struct sched_decision scheduler_decide(const struct sched_view *v, const struct sched_request *r,
+                                       bool final);
+/* What a request the pool cannot back gets: WAIT, or EMPTY once its wait is over. */
+struct sched_decision scheduler_pool_short(const struct sched_view *v, bool final);

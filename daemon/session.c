@@ -18,13 +18,13 @@
 #include "broker.h"
 #include "conn.h"
 #include "log.h"
-#include "pool.h"
-#include "scheduler.h"
 
 static int on_io(sd_event_source *src, int fd, uint32_t revents, void *userdata);
 static int on_defer(sd_event_source *src, void *userdata);
 static int on_timer(sd_event_source *src, uint64_t usec, void *userdata);
 static int on_frame_timer(sd_event_source *src, uint64_t usec, void *userdata);
+static void session_pump(struct session *s);
+static bool session_has_room(const struct session *s, size_t bytes);
 
 /* Only for sessions past authentication: every state from SESSION_HELLO on has a user. */
 static const struct eb_user *session_user(const struct session *s)
@@ -167,12 +167,13 @@ static void session_update_events(struct session *s)
 	update_frame_timer(s);
 }
 
-bool session_has_room(const struct session *s, size_t bytes)
+static bool session_has_room(const struct session *s, size_t bytes)
 {
 	return SESSION_WBUF_SIZE - (s->wend - s->wstart) >= bytes;
 }
 
-int session_send(struct session *s, const struct eb_msg *m)
+/* Buffers a frame; the caller checked session_has_room(). */
+static int session_send(struct session *s, const struct eb_msg *m)
 {
 	int n;
 
@@ -230,8 +231,9 @@ static void send_error(struct session *s, enum eb_error_code code, const char *t
 
 	snprintf(m.error.text, sizeof(m.error.text), "%s", text);
 	(void)session_send(s, &m);
-	scheduler_dequeue(s->broker,
-	                  s); /* before set_state(), which arms the timer dequeue stops */
+	/* A GET waiting in the queue goes unanswered: the ERROR is the last word. */
+	broker_cancel_get(s->broker, &s->get);
+	s->get_pending = false;
 	set_state(s, SESSION_CLOSING);
 }
 
@@ -267,7 +269,7 @@ void session_free(struct session *s)
 	if (!s)
 		return;
 	b = s->broker;
-	scheduler_dequeue(b, s);
+	broker_cancel_get(b, &s->get);
 	set_state(s, SESSION_CLOSING);
 	if (s->local)
 		b->n_local--;
@@ -583,6 +585,7 @@ void session_rebind(struct session *s, const struct eb_conf *old, const struct e
 		why = "a role it uses was revoked";
 	if (!why || s->state == SESSION_CLOSING) {
 		s->user = u ? (int)(u - new->users) : -1;
+		s->get.user = s->user; /* a waiting GET is paid from the same user's quota */
 		return;
 	}
 	log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
@@ -675,26 +678,25 @@ static void handle_put(struct session *s, const struct eb_msg_put *p)
 		s->stuck_logged = true;
 		claim = 0;
 	}
-	r = eb_pool_add(s->broker->pool, p->data, p->len, claim, &credited);
+	r = broker_put(s->broker, p->data, p->len, claim, &credited);
 	if (r < 0) {
 		log_error_errno(r, "Failed to add to the pool: %m");
 		return refuse(s, EB_ERR_INTERNAL, "pool failure");
 	}
 	s->bits_in += credited;
-	s->broker->bits_in += credited;
 	m.put_ack.credited_bits = (uint32_t)credited;
 	m.put_ack.accepted_bytes = p->len;
 	(void)session_send(s, &m);
-	broker_pool_changed(s->broker);
 }
 
 static void handle_get(struct session *s, const struct eb_msg_get *g)
 {
-	s->get = *g;
+	s->get.bits = g->bits;
+	s->get.drbg = g->mode == EB_GET_DRBG;
+	s->get.user = s->user;
+	s->get.since_usec = broker_now(s->broker);
 	s->get_pending = true;
-	s->get_since_usec = broker_now(s->broker);
-	if (s->broker->waitq || !session_serve_get(s, false))
-		scheduler_enqueue(s->broker, s);
+	broker_get(s->broker, &s->get);
 }
 
 static void handle_status(struct session *s)
@@ -705,72 +707,74 @@ static void handle_status(struct session *s)
 	(void)session_send(s, &m);
 }
 
-bool session_serve_get(struct session *s, bool final)
+void session_answer(struct session *s, const struct sched_decision *d, const uint8_t *data)
 {
-	struct broker *b = s->broker;
-	const struct eb_user *u = session_user(s);
 	struct eb_msg m = {.type = EB_MSG_DATA};
-	size_t want = s->get.bits / 8, n;
-	uint32_t retry;
 	int r;
 
-	if (s->get.mode == EB_GET_FULL) {
-		n = scheduler_affordable(b, s, u, want, &retry);
-		if (n == 0 && retry > 0) {
-			send_retry(s, EB_MSG_QUOTA, retry);
-			goto answered;
+	assert(s->get_pending);
+	s->get_pending = false;
+	switch (d->verdict) {
+	case SCHED_DATA:
+		/* Only full-entropy output carries bits; DRBG output is never counted as entropy.
+		 */
+		m.data.bits = s->get.drbg ? 0 : (uint32_t)(d->bytes * 8);
+		m.data.data = data;
+		m.data.len = (uint32_t)d->bytes;
+		r = session_send(s, &m);
+		if (r < 0) {
+			log_error_errno(r, "Failed to encode DATA for %s: %m", s->peer);
+			refuse(s, EB_ERR_INTERNAL, "encoding failure");
+			return;
 		}
-		r = n == 0 ? -EAGAIN : eb_pool_take_full(b->pool, b->scratch, n);
-	} else {
-		/* DRBG output is not rationed, the pool blocks its reseeds spend are: see
-		 * scheduler_drbg_may_reseed(). */
-		bool may_reseed = scheduler_drbg_may_reseed(b, s, u, &retry);
-		uint64_t level = eb_pool_level(b->pool);
+		s->bits_out += m.data.bits;
+		break;
+	case SCHED_QUOTA:
+		send_retry(s, EB_MSG_QUOTA, d->retry_ms);
+		break;
+	case SCHED_EMPTY:
+		send_retry(s, EB_MSG_EMPTY, d->retry_ms);
+		break;
+	case SCHED_WAIT:
+	case _SCHED_VERDICT_MAX:
+	case _SCHED_VERDICT_INVALID:
+		assert(!"not an answer");
+		return;
+	}
+	/* Flush and read on from the event loop: the broker answers from its own handler. */
+	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+}
 
-		n = want;
-		r = eb_pool_take_drbg(b->pool, b->scratch, n, may_reseed);
-		if (r == -EAGAIN && retry > 0) {
-			send_retry(s, EB_MSG_QUOTA, retry);
-			goto answered;
-		}
-		if (r >= 0 && eb_pool_level(b->pool) < level)
-			scheduler_drbg_reseeded(b, s, u, level - eb_pool_level(b->pool));
-	}
-	if (r == -EAGAIN) {
-		if (!final)
-			return false;
-		send_retry(s, EB_MSG_EMPTY, scheduler_empty_retry_ms(b));
-		goto answered;
-	}
-	if (r < 0) {
-		log_error_errno(r, "Failed to draw from the pool: %m");
-		refuse(s, EB_ERR_INTERNAL, "pool failure");
-		return true;
-	}
-	if (s->get.mode == EB_GET_FULL) {
-		scheduler_charge(b, s, u, n);
-		m.data.bits = (uint32_t)(n * 8);
-		s->bits_out += n * 8;
-		b->bits_out += n * 8;
-	} else
-		b->bytes_drbg += n;
-	m.data.data = b->scratch;
-	m.data.len = (uint32_t)n;
-	r = session_send(s, &m);
-	explicit_bzero(b->scratch, n);
-	if (r < 0) {
-		log_error_errno(r, "Failed to encode DATA for %s: %m", s->peer);
-		refuse(s, EB_ERR_INTERNAL, "encoding failure");
-		return true;
-	}
-	/* Answered before the broker looks at the pool again: that may serve the queue, and this
-	 * GET must not be answered twice. */
-	s->get_pending = false;
-	broker_pool_changed(b);
-	return true;
-answered:
-	s->get_pending = false;
-	return true;
+void session_fail(struct session *s)
+{
+	refuse(s, EB_ERR_INTERNAL, "pool failure");
+	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+}
+
+void session_set_asleep(struct session *s, bool asleep)
+{
+	struct eb_msg m = {.type = asleep ? EB_MSG_SLEEP : EB_MSG_WAKE,
+	                   .retry.retry_ms = SCHEDULER_SLEEP_MS};
+
+	if (s->state != SESSION_READY || !(s->roles & EB_ROLE_SOURCE) || s->asleep == asleep ||
+	    !session_has_room(s, EB_FRAME_HEADER_SIZE + 8))
+		return;
+	(void)session_send(s, &m);
+	s->asleep = asleep;
+	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+}
+
+void session_goodbye(struct session *s)
+{
+	struct eb_msg m = {.type = EB_MSG_ERROR, .error.code = EB_ERR_SHUTDOWN};
+
+	if (s->state != SESSION_READY || !session_has_room(s, EB_FRAME_HEADER_SIZE + 64))
+		return;
+	snprintf(m.error.text, sizeof(m.error.text), "broker stopping");
+	(void)session_send(s, &m);
+	/* The loop has ended: this is the one write the peer gets, and close_notify with it. */
+	(void)session_flush(s);
+	eb_conn_shutdown(s->conn);
 }
 
 static void handle_frame(struct session *s, const struct eb_frame *f)
@@ -964,7 +968,7 @@ static bool linger(struct session *s)
 	}
 }
 
-void session_pump(struct session *s)
+static void session_pump(struct session *s)
 {
 	for (unsigned budget = 16; budget > 0; budget--) {
 		bool progress = false;
@@ -1043,14 +1047,8 @@ static int on_timer(sd_event_source *src, uint64_t usec, void *userdata)
 	struct session *s = userdata;
 
 	(void)src, (void)usec;
-	if (s->state == SESSION_READY) {
-		/* A GET waited its time in the queue: answer it now, EMPTY if need be. */
-		if (s->get_pending && session_serve_get(s, true)) {
-			scheduler_dequeue(s->broker, s);
-			session_pump(s);
-		}
-		return 0;
-	}
+	if (s->state == SESSION_READY)
+		return 0; /* HELLO came in time; a GET's wait is the broker's queue timer */
 	if (s->state == SESSION_CLOSING) {
 		log_debug("Closing %s: it did not take its last message in time", s->peer);
 		session_free(s);

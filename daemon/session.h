@@ -3,12 +3,14 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include <systemd/sd-event.h>
 
 #include "proto.h"
+#include "scheduler.h"
 
 struct broker;
 struct eb_conn;
@@ -17,8 +19,6 @@ struct eb_conf;
 
 #define SESSION_RBUF_SIZE (EB_FRAME_MAX + 16384)
 #define SESSION_WBUF_SIZE (EB_FRAME_MAX + 4096)
-/* A GET the pool cannot back waits this long before EMPTY. */
-#define SESSION_GET_WAIT_USEC (250 * 1000ULL)
 
 enum session_state {
 	SESSION_HANDSHAKE, /* TLS in progress */
@@ -39,8 +39,6 @@ struct peer_addr {
 struct session {
 	struct broker *broker;
 	struct session *next, *prev;
-	struct session *wnext; /* in broker->waitq */
-	bool queued;
 
 	struct eb_conn *conn;
 	sd_event_source *io, *defer, *timer, *frame_timer;
@@ -59,10 +57,10 @@ struct session {
 	uint8_t *rbuf, *wbuf;
 	size_t rstart, rend, wstart, wend;
 
-	/* The GET being served; further frames wait in rbuf until it is answered. */
+	/* The GET being served, in the broker's queue; further frames wait in rbuf until it is
+	 * answered. */
 	bool get_pending;
-	struct eb_msg_get get;
-	uint64_t get_seq, get_since_usec;
+	struct sched_request get;
 
 	bool asleep; /* SLEEP sent, WAKE not yet */
 	uint8_t last_put[32];
@@ -78,16 +76,24 @@ struct session {
 int session_new(struct broker *b, int fd, bool tls, const char *listener, struct session **ret);
 void session_free(struct session *s);
 
-/* Sends a frame; the session buffers it (the caller checked session_has_room()). */
-int session_send(struct session *s, const struct eb_msg *m);
-bool session_has_room(const struct session *s, size_t bytes);
-void session_pump(struct session *s);
+static inline struct session *session_from_get(struct sched_request *r)
+{
+	return (struct session *)((char *)r - offsetof(struct session, get));
+}
+
+/* What the broker tells a session; each only buffers frames and schedules the session's own
+ * pump, so none of them runs a peer's handler or frees a session. */
+/* Answers the pending GET: d is DATA (data holds d->bytes), QUOTA or EMPTY. */
+void session_answer(struct session *s, const struct sched_decision *d, const uint8_t *data);
+/* The broker could not serve the pending GET: an ERROR, then close. */
+void session_fail(struct session *s);
+/* Flow control: SLEEP (asleep) or WAKE, to a ready source that was not told so yet. */
+void session_set_asleep(struct session *s, bool asleep);
+/* The broker stops: an ERROR to a ready peer, written at once, and close_notify. */
+void session_goodbye(struct session *s);
 
 /* After a configuration reload (the broker's conf is already new): binds the session to its
  * user in new, or sends it an ERROR and closes it when that user is gone, lost a role the
  * session uses, has another key (TLS) or no longer matches the peer's uid/gid (unix). A TLS
  * handshake still in progress is dropped at once (s is freed). */
 void session_rebind(struct session *s, const struct eb_conf *old, const struct eb_conf *new);
-
-/* Tries to answer the pending GET; returns true when it was answered (DATA, QUOTA, EMPTY). */
-bool session_serve_get(struct session *s, bool final);
