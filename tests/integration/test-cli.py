@@ -17,6 +17,8 @@ CLIENTS = ("eb-source-file", "eb-source-kernel", "eb-sink-file", "eb-sink-kernel
            "eb-brokerctl", "eb-source-jitter", "eb-source-timers", "eb-proxy-knuth",
            "eb-source-stream", "eb-source-egd", "eb-source-exec", "eb-source-audio",
            "eb-source-v4l")
+# Sources that take no device argument and sample their own hardware (USB devices, smart cards).
+CLIENTS += ("eb-source-usb", "eb-source-smartcard")
 BAD_URIS = ("bogus://x", "tcp://", "tcp://host:99999", "tcp://[::1", "unix:relative/path",
             "vsock://notacid")
 
@@ -110,6 +112,7 @@ def test():
             "eb-sink-egd": [],
             "eb-brokerctl": ["status"],
         }
+        rest.update({"eb-source-usb": [], "eb-source-smartcard": []})
         known = {"eb-brokerd", "eb-keygen", *CLIENTS}
 
         for name, path in progs.items():
@@ -195,6 +198,7 @@ def test():
         estimate = ("eb-source-egd", "eb-source-stream")  # --min-entropy only, 0-8
         measured = ("eb-source-jitter", "eb-source-timers",  # --min-entropy 0.001-8
                     "eb-source-audio", "eb-source-v4l")
+        measured += ("eb-source-usb", "eb-source-smartcard")
         bad_bits = ("8.001", "x", "-1", "1e3", "")
         no_dir = os.path.join(tmp, "no", "such", "dir", "raw")
         too_many = " ".join(["unix:/nonexistent"] * 17)
