@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* eb-source-stream: donates a hardware RNG that is read as a stream of bytes: /dev/hwrng or a
- * USB serial TRNG (TrueRNG, OneRNG, ...). */
+/* eb-source-stream: donates a hardware RNG that is read as a stream of bytes: /dev/hwrng, a
+ * USB serial TRNG (TrueRNG, OneRNG, ...) or a ChaosKey or Alea (/dev/chaoskeyN). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -54,9 +54,10 @@ static const struct device_type types[] = {
     {"truerng", "ubld.it TrueRNGpro", 0x16d0, 0x0aa0, 4000, NULL},
     {"truerng", "ubld.it TrueRNGpro v2", 0x04d8, 0xebb5, 4000, NULL},
     {"onerng", "Moonbase Otago OneRNG", 0x1d50, 0x6086, 4000, onerng_init},
-    /* 0403:6015 is FTDI's generic ID: never selected by ID, only by --type (an admin's udev
-     * rule pins the device by its serial number). */
-    {"infnoise", "Infinite Noise TRNG", 0, 0, 1000, NULL},
+    /* The kernel's chaoskey driver serves both as /dev/chaoskeyN (a usbmisc device, found
+     * from the USB IDs above it). */
+    {"chaoskey", "Altus Metrum ChaosKey", 0x1d50, 0x60c6, 4000, NULL},
+    {"alea", "Araneus Alea", 0x12d8, 0x0001, 4000, NULL},
     {"serial", "serial device of unknown kind", 0, 0, 1000, NULL},
     {"char", "FIFO, file or character device of unknown kind", 0, 0, 1000, NULL},
 };
@@ -90,8 +91,8 @@ static int read_hex_attr(const char *dir, const char *attr, uint16_t *ret)
 	return 0;
 }
 
-/* The kind udev's rules gave the device (ENV{EB_STREAM_TYPE}): how an admin's rule pins an
- * Infinite Noise, whose USB ID alone says nothing. */
+/* The kind udev's rules gave the device (ENV{EB_STREAM_TYPE}): how an admin's rule names a
+ * serial TRNG whose USB ID alone says nothing. */
 static const struct device_type *udev_type(dev_t devnum, const char *path)
 {
 #if HAVE_LIBUDEV
@@ -255,7 +256,7 @@ static void help(void)
 	    "Usage: eb-source-stream [OPTIONS] DEVICE\n\n"
 	    "Donates a hardware RNG read as a byte stream (/dev/hwrng, a USB serial TRNG) to a\n"
 	    "broker. Each byte is one 8-bit sample; SP 800-90B health tests run on them.\n\n"
-	    "      --type TYPE       hwrng, truerng, onerng, infnoise, serial or char\n"
+	    "      --type TYPE       hwrng, truerng, onerng, chaoskey, alea, serial or char\n"
 	    "                        (default: found from sysfs)\n"
 	    "      --min-entropy H   min-entropy to claim per byte, 0-8 (default: the type's)\n"
 	    "      --baud RATE       line speed of a serial device (default: leave it)\n" EB_CLI_SOURCE_HELP

@@ -5,8 +5,10 @@ it, 253 and later; `udevadm test` on this machine's hw_random device in a privat
 otherwise, so that no device node or udev database is touched), and for every known RNG a small
 evaluator of the rules says which unit is wanted: eb-source-stream@hwrng.service for /dev/hwrng,
 eb-source-stream@<tty>.service with ModemManager told to keep off for each TrueRNG and the OneRNG,
-nothing for FTDI's generic 0403:6015 unless an admin's rule pins it by serial, nothing for other
-serial devices or on remove. The VM suite plugs real (emulated) devices in."""
+nothing for FTDI's generic 0403:6015 (the Infinite Noise's ID), a pinned serial TRNG only when
+an admin's rule names its serial, eb-source-stream@chaoskeyN.service for each ChaosKey or Alea
+(the chaoskey driver's usbmisc node), eb-ekeyd@ plus eb-source-egd@ on its socket for each Simtec
+Entropy Key, nothing for other serial devices or on remove. The VM suite plugs real (emulated) devices in."""
 import os
 import re
 import shutil
@@ -244,15 +246,56 @@ def test():
         check(units == [] and "ID_MM_DEVICE_IGNORE" not in env,
               f"{vid}:{pid} ({what}) is left alone")
 
-    # An admin pins an Infinite Noise by serial in a rule that sorts first.
-    pin = ('SUBSYSTEM=="tty", ATTRS{idVendor}=="0403", ATTRS{idProduct}=="6015", '
-           'ATTRS{serial}=="1234ABCD", ENV{EB_STREAM_TYPE}="infnoise"\n')
+    # An admin pins a serial TRNG the rules do not know by serial, in a rule that sorts first.
+    pin = ('SUBSYSTEM=="tty", ATTRS{idVendor}=="2341", ATTRS{idProduct}=="0043", '
+           'ATTRS{serial}=="1234ABCD", ENV{EB_STREAM_TYPE}="serial"\n')
     pinned = parse(pin + text, "59-local.rules + 60-entropy-broker.rules")
-    units, env = wants(pinned, tty("ttyUSB0", "0403", "6015", "1234ABCD"))
-    check(units == ["eb-source-stream@ttyUSB0.service"] and env.get("ID_MM_DEVICE_IGNORE") == "1",
-          f"a pinned Infinite Noise (serial 1234ABCD) wants {units}")
-    units, _ = wants(pinned, tty("ttyUSB1", "0403", "6015", "OTHER"))
-    check(units == [], "another 0403:6015 with a different serial is still left alone")
+    units, env = wants(pinned, tty("ttyACM0", "2341", "0043", "1234ABCD"))
+    check(units == ["eb-source-stream@ttyACM0.service"] and env.get("ID_MM_DEVICE_IGNORE") == "1",
+          f"a pinned serial TRNG (serial 1234ABCD) wants {units}")
+    units, _ = wants(pinned, tty("ttyACM1", "2341", "0043", "OTHER"))
+    check(units == [], "another of its kind with a different serial is still left alone")
+    check("infnoise" not in text.replace("Infinite Noise", ""),
+          "the rules no longer offer the Infinite Noise a tty path that cannot work")
+
+    # ChaosKey and Alea: the kernel's chaoskey driver makes a usbmisc device per key.
+    for i, (vid, pid) in enumerate([("1d50", "60c6"), ("12d8", "0001")]):
+        key = {"action": "add", "subsystem": "usbmisc", "kernel": f"chaoskey{i}",
+               "attrs": {"idVendor": vid, "idProduct": pid}}
+        units, _ = wants(rules, key)
+        check(units == [f"eb-source-stream@chaoskey{i}.service"],
+              f"{vid}:{pid} as /dev/chaoskey{i} wants {units}")
+        _, _, group, mode = evaluate(rules, key)
+        check(group == "eb-source" and mode == "0640",
+              f"/dev/chaoskey{i} is readable by group eb-source ({group} {mode})")
+        units, _ = wants(rules, dict(key, action="remove"))
+        check(units == [], f"/dev/chaoskey{i}: nothing is started on remove")
+    units, _ = wants(rules, {"action": "add", "subsystem": "usbmisc", "kernel": "hiddev0"})
+    check(units == [], "another usbmisc device (hiddev0) wants nothing")
+
+    # Simtec Entropy Key: Debian's ekeyd and an EGD source on its socket, one pair per key.
+    for i, serial in enumerate(("EK1", "EK2")):
+        units, env = wants(rules, tty(f"ttyACM{i}", "20df", "0001", serial))
+        check(units == [f"eb-ekeyd@ttyACM{i}.service",
+                        f"eb-source-egd@-run-ekey-ttyACM{i}-egd.sock.service"],
+              f"an Entropy Key as ttyACM{i} wants ekeyd and its EGD source ({units})")
+        check(env.get("ID_MM_DEVICE_IGNORE") == "1" and "EB_STREAM_TYPE" not in env,
+              f"ttyACM{i}: ModemManager ignores it and no stream source reads it")
+        units, _ = wants(rules, tty(f"ttyACM{i}", "20df", "0001", serial, action="remove"))
+        check(units == [], f"ttyACM{i}: nothing is started on remove")
+    # The EGD source's instance is the socket the ekeyd unit makes: the escaped path of
+    # RuntimeDirectory=ekey/%i plus the configuration's EGDUnixSocket.
+    with open(os.path.join(SRC, "units", "eb-ekeyd@.service.in")) as f:
+        unit = f.read()
+    with open(os.path.join(SRC, "units", "eb-ekeyd.conf")) as f:
+        conf = f.read()
+    p = run(["systemd-escape", "--unescape", "--", "-run-ekey-ttyACM0-egd.sock"])
+    sock = p.stdout.decode().strip()
+    check(sock == "/run/ekey/ttyACM0/egd.sock" and "RuntimeDirectory=ekey/%i\n" in unit and
+          re.search(r'^EGDUnixSocket "egd.sock"', conf, re.M) and
+          "PropagatesStopTo=eb-source-egd@-run-ekey-%i-egd.sock.service" in unit and
+          "BindsTo=dev-%i.device" in unit,
+          f"eb-source-egd@ reads the socket eb-ekeyd@ makes ({sock}), and stops with it")
 
     test_capture(rules)
 
