@@ -13,14 +13,15 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
-#include "confdir.h"
+#include "broker-internal.h"
+#include "listen.h"
 #include "log.h"
 #include "pool.h"
 #include "seedfile.h"
 #include "session.h"
 #include "tls.h"
 
-/* Journal message IDs; docs/catalog/entropy-broker.catalog explains each. */
+/* Journal message IDs; catalog/entropy-broker.catalog explains each. */
 #define MSGID_STATUS "d13ada50fb8f442fa4b17753c4d07182"
 #define MSGID_EMPTY  "920903174bf44f4ea5d1618a32e772c1"
 #define MSGID_LOW    "5dd456dd5ca94692b6dcddb20bb2033d"
@@ -140,12 +141,12 @@ static const char *zone_msgid(enum pool_zone z)
 	return MSGID_STATUS;
 }
 
-static uint64_t low_water(const struct broker *b)
+uint64_t broker_low_water(const struct broker *b)
 {
 	return eb_pool_capacity(b->pool) / 100 * b->conf->low_water_pct;
 }
 
-static uint64_t high_water(const struct broker *b)
+uint64_t broker_high_water(const struct broker *b)
 {
 	return eb_pool_capacity(b->pool) / 100 * b->conf->high_water_pct;
 }
@@ -156,11 +157,11 @@ static enum pool_zone current_zone(const struct broker *b)
 
 	if (level < eb_pool_cost_bits(b->pool, 32))
 		return POOL_EMPTY;
-	if (level < low_water(b))
+	if (level < broker_low_water(b))
 		return POOL_LOW;
 	if (level + 512 > cap)
 		return POOL_FULL;
-	if (level >= high_water(b))
+	if (level >= broker_high_water(b))
 		return POOL_HIGH;
 	return POOL_NORMAL;
 }
@@ -189,22 +190,6 @@ static void log_pool(struct broker *b, int level, const char *msgid, const char 
 	           b->bits_out);
 }
 
-/* Flow control, as Entropy Broker did it: sources rest from high water until the level falls
- * below low water, so they do not burn CPU on bits nobody can take. */
-static void flow_control(struct broker *b)
-{
-	uint64_t level = eb_pool_level(b->pool);
-
-	if (!b->sources_asleep && level >= high_water(b))
-		b->sources_asleep = true;
-	else if (b->sources_asleep && level < low_water(b))
-		b->sources_asleep = false;
-	else
-		return;
-	for (struct session *s = b->sessions; s; s = s->next)
-		session_set_asleep(s, b->sources_asleep);
-}
-
 /* Tells the journal where the level is, at most once per ZONE_LOG_INTERVAL_USEC; the notify
  * timer calls it every second too, so a change held back is logged a moment later, not lost. */
 static void log_zone(struct broker *b)
@@ -220,7 +205,7 @@ static void log_zone(struct broker *b)
 	log_pool(b, b->zone == POOL_EMPTY ? LOG_NOTICE : LOG_INFO, zone_msgid(b->zone), what);
 }
 
-static void update_zone(struct broker *b)
+void broker_update_zone(struct broker *b)
 {
 	enum pool_zone z = current_zone(b);
 
@@ -229,177 +214,6 @@ static void update_zone(struct broker *b)
 		log_zone(b);
 	}
 	broker_mark_status(b);
-}
-
-/* The level moved (or its thresholds did): the journal hears of it now, sources and waiting
- * sinks from the run source. */
-static void pool_changed(struct broker *b)
-{
-	update_zone(b);
-	b->pool_changed = true;
-	(void)sd_event_source_set_enabled(b->run_source, SD_EVENT_ONESHOT);
-}
-
-int broker_put(struct broker *b, const uint8_t *data, size_t len, uint64_t claim_bits,
-               uint64_t *ret_credited)
-{
-	uint64_t credited = 0;
-	int r;
-
-	r = eb_pool_add(b->pool, data, len, claim_bits, &credited);
-	if (r < 0)
-		return r;
-	b->bits_in += credited;
-	pool_changed(b);
-	*ret_credited = credited;
-	return 0;
-}
-
-static void arm_queue_timer(struct broker *b)
-{
-	uint64_t t = sched_queue_deadline(&b->queue);
-
-	if (t == UINT64_MAX) {
-		(void)sd_event_source_set_enabled(b->queue_timer, SD_EVENT_OFF);
-		return;
-	}
-	(void)sd_event_source_set_time(b->queue_timer, t);
-	(void)sd_event_source_set_enabled(b->queue_timer, SD_EVENT_ONESHOT);
-}
-
-void broker_get(struct broker *b, struct sched_request *r)
-{
-	bool alone = !b->queue.head;
-
-	sched_queue_push(&b->queue, r);
-	/* A GET that finds others waiting is tried with them, when the pool next changes, or on
-	 * its own when its wait ends: the queue is served in order, not by who asked last. */
-	if (alone) {
-		b->queue_changed = true;
-		(void)sd_event_source_set_enabled(b->run_source, SD_EVENT_ONESHOT);
-	}
-	arm_queue_timer(b);
-}
-
-void broker_cancel_get(struct broker *b, struct sched_request *r)
-{
-	/* The timer may now fire for nobody; the run source then finds nothing due. */
-	sched_queue_remove(&b->queue, r);
-}
-
-/* Takes what decision d grants request r from the pool into b->scratch, and books it. */
-static int take(struct broker *b, const struct sched_request *r, const struct sched_view *v,
-                const struct sched_decision *d)
-{
-	const struct eb_user *u = &b->conf->users[r->user];
-	struct sched_quota *q = &b->quotas[r->user];
-	uint64_t after;
-	int k;
-
-	if (!r->drbg) {
-		k = eb_pool_take_full(b->pool, b->scratch, d->bytes);
-		if (k < 0)
-			return k;
-		sched_quota_charge(q, u->quota_bits_per_hour, v->now_usec, d->bytes * 8);
-		b->bits_out += d->bytes * 8;
-		return 0;
-	}
-	k = eb_pool_take_drbg(b->pool, b->scratch, d->bytes, d->may_reseed);
-	after = eb_pool_level(b->pool);
-	if (after < v->level_bits) {
-		/* A reseed spent a block of credited entropy: the drawing user pays for it, and
-		 * the next one waits its interval. */
-		b->drbg_reseeded = true;
-		b->drbg_reseed_usec = v->now_usec;
-		sched_quota_charge(q, u->quota_bits_per_hour, v->now_usec, v->level_bits - after);
-	}
-	if (k < 0)
-		return k;
-	b->bytes_drbg += d->bytes;
-	return 0;
-}
-
-/* Decides request r and, unless it is to wait, answers it; returns whether it was answered.
- * final: its wait is over. */
-static bool serve(struct broker *b, struct sched_request *r, bool final, bool *served)
-{
-	struct session *s = session_from_get(r);
-	const struct eb_user *u = &b->conf->users[r->user];
-	const struct sched_view v = {
-	    .now_usec = broker_now(b),
-	    .level_bits = eb_pool_level(b->pool),
-	    .block_bits = eb_pool_cost_bits(b->pool, 1),
-	    .n_sources = b->n_sources,
-	    .drbg_seeded = b->drbg_reseeded,
-	    .drbg_reseed_usec = b->drbg_reseed_usec,
-	    .quota_bits_per_hour = u->quota_bits_per_hour,
-	    .quota = &b->quotas[r->user],
-	};
-	struct sched_decision d = scheduler_decide(&v, r, final);
-	int k;
-
-	if (d.verdict == SCHED_DATA) {
-		k = take(b, r, &v, &d);
-		if (k == -EAGAIN)
-			/* The pool saw less than the decision did: the same as a short pool. */
-			d = d.reseed_quota_retry_ms > 0
-			        ? (struct sched_decision){.verdict = SCHED_QUOTA,
-			                                  .retry_ms = d.reseed_quota_retry_ms}
-			        : scheduler_pool_short(&v, final);
-		else if (k < 0) {
-			log_error_errno(k, "Failed to draw from the pool: %m");
-			sched_queue_remove(&b->queue, r);
-			session_fail(s);
-			return true;
-		}
-	}
-	if (d.verdict == SCHED_WAIT)
-		return false;
-	sched_queue_remove(&b->queue, r);
-	session_answer(s, &d, b->scratch);
-	if (d.verdict == SCHED_DATA) {
-		explicit_bzero(b->scratch, d.bytes);
-		*served = true;
-	}
-	return true;
-}
-
-/* The run source: the one place waiting GETs are answered and sources told to SLEEP or WAKE,
- * one loop iteration after whatever changed the pool or the queue, never inside a session's own
- * handler. */
-static int on_run(sd_event_source *src, void *userdata)
-{
-	struct broker *b = userdata;
-	bool head = b->pool_changed || b->queue_changed, served = false;
-	uint64_t now = broker_now(b);
-
-	(void)src;
-	if (b->pool_changed)
-		flow_control(b);
-	b->pool_changed = b->queue_changed = false;
-	/* In order while the pool can; the first it cannot back keeps its turn at the head. */
-	while (head && b->queue.head && serve(b, b->queue.head, false, &served))
-		;
-	/* Waits that are over, wherever they are in the queue: DATA if the pool can, else EMPTY. */
-	for (struct sched_request *r = b->queue.head, *next; r; r = next) {
-		next = r->next;
-		if (now >= r->since_usec + SCHEDULER_WAIT_USEC)
-			(void)serve(b, r, true, &served);
-	}
-	if (served) {
-		flow_control(b);
-		update_zone(b);
-	}
-	arm_queue_timer(b);
-	return 0;
-}
-
-static int on_queue_timer(sd_event_source *src, uint64_t usec, void *userdata)
-{
-	struct broker *b = userdata;
-
-	(void)src, (void)usec;
-	return sd_event_source_set_enabled(b->run_source, SD_EVENT_ONESHOT);
 }
 
 void broker_mark_status(struct broker *b)
@@ -526,176 +340,10 @@ static int on_exit_signal(sd_event_source *src, const struct signalfd_siginfo *s
 	return sd_event_exit(b->event, 0);
 }
 
-static inline void confdir_freep(char ***p)
-{
-	*p = eb_confdir_free(*p);
-}
-
-/* The configuration is read as eb-brokerd.conf(5) says: the drop-ins (the package's in
- * EB_CONF_VENDOR_DIR, the administrator's in MAIN.d/, together in the order of their names, a
- * name in MAIN.d/ masking the package's), then MAIN itself, which has the last word. With
- * --config PATH the package's drop-ins are left out: PATH and PATH.d/ are the whole of it. */
-int broker_load_config(const char *path, struct eb_conf **ret)
-{
-	const char *main_path = path ? path : EB_CONF_DEFAULT_PATH;
-	_cleanup_free_ char *error = NULL, *dropin_dir = NULL;
-	_cleanup_(confdir_freep) char **files = NULL;
-	struct eb_conf *conf = NULL;
-	const char *dirs[2];
-	unsigned n_dirs = 0, n = 0;
-	bool have_main;
-	int r;
-
-	if (asprintf(&dropin_dir, "%s.d", main_path) < 0)
-		return log_oom();
-	if (!path)
-		dirs[n_dirs++] = EB_CONF_VENDOR_DIR;
-	dirs[n_dirs++] = dropin_dir;
-	r = eb_confdir_list(dirs, n_dirs, &files, &n);
-	if (r < 0)
-		return log_error_errno(r, "Failed to list the drop-ins in %s%s%s: %m",
-		                       path ? "" : EB_CONF_VENDOR_DIR, path ? "" : " and ",
-		                       dropin_dir);
-	have_main = path || access(main_path, F_OK) == 0 || errno != ENOENT;
-	if (have_main) {
-		char **t = reallocarray(files, n + 2, sizeof(*files));
-
-		if (!t)
-			return log_oom();
-		files = t;
-		files[n] = strdup(main_path);
-		if (!files[n])
-			return log_oom();
-		files[++n] = NULL;
-	}
-	if (n == 0) {
-		log_notice("No %s and no drop-ins; running with defaults and no users", main_path);
-		return eb_conf_new_default(ret);
-	}
-	if (!have_main)
-		log_notice("No %s; running with the drop-ins alone", main_path);
-	for (unsigned i = 0; i < n; i++)
-		log_debug("Reading %s", files[i]);
-
-	r = eb_conf_load_files((const char *const *)files, n, &conf, &error);
-	if (r < 0)
-		return log_error_errno(r, "%s", error ? error : "Failed to load the configuration");
-	r = eb_conf_load_keys(conf, &error);
-	if (r < 0) {
-		eb_conf_free(conf); /* wipes the keys loaded before the one that failed */
-		return log_error_errno(r, "%s", error ? error : "Failed to load the keys");
-	}
-	*ret = conf;
-	return 0;
-}
-
-static bool same_string(const char *a, const char *b)
-{
-	return a == b || (a && b && strcmp(a, b) == 0);
-}
-
-static unsigned count_closing(const struct broker *b)
-{
-	unsigned n = 0;
-
-	for (const struct session *s = b->sessions; s; s = s->next)
-		n += s->state == SESSION_CLOSING;
-	return n;
-}
-
-/* What only a restart can change stays as it is; the reloaded file is told so. */
-static void keep_restart_only(struct eb_conf *old, struct eb_conf *new)
-{
-	bool listen_same = old->n_listen == new->n_listen;
-
-	if (new->capacity_bits != old->capacity_bits) {
-		log_notice("capacity-bits changed to %" PRIu64
-		           "; it takes effect at the next restart",
-		           new->capacity_bits);
-		new->capacity_bits = old->capacity_bits;
-	}
-	if (!same_string(new->seed_file, old->seed_file)) {
-		log_notice("seed-file changed to \"%s\"; it takes effect at the next restart",
-		           new->seed_file ? new->seed_file : "");
-		SWAP(new->seed_file, old->seed_file);
-	}
-	for (unsigned i = 0; listen_same && i < old->n_listen; i++)
-		listen_same = same_string(old->listen[i], new->listen[i]);
-	if (!listen_same) {
-		log_notice("listen= changed; it takes effect at the next restart");
-		for (unsigned i = 0; i < EB_CONF_LISTEN_MAX; i++)
-			SWAP(new->listen[i], old->listen[i]);
-		SWAP(new->n_listen, old->n_listen);
-	}
-}
-
-/* Every session is a descriptor. With fewer than the limits need, accept() fails with EMFILE
- * before max-sessions is reached, and the listeners pause for a peer that the limits would have
- * let in: raise the soft limit to what they need, as far as the hard one allows. */
-static void raise_nofile(const struct eb_conf *conf)
-{
-	rlim_t want =
-	    (rlim_t)conf->max_sessions + conf->max_local_sessions + EB_CONF_LISTEN_MAX + 64;
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
-		return;
-	rl.rlim_cur = MIN(want, rl.rlim_max);
-	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
-		log_warning("Open files are limited to %llu, fewer than max-sessions + "
-		            "max-local-sessions (%u + %u) need; raise LimitNOFILE=",
-		            (unsigned long long)rl.rlim_cur, conf->max_sessions,
-		            conf->max_local_sessions);
-}
-
-/* SIGHUP: users, keys, roles, caps, quotas and thresholds are read again. A file that does not
- * load changes nothing. Sessions whose access was revoked are closed; the others carry on, and
- * each user's quota keeps what it had. */
-static void reload(struct broker *b)
-{
-	_cleanup_free_ struct sched_quota *quotas = NULL;
-	struct eb_conf *new = NULL, *old = b->conf;
-	unsigned before = b->n_sessions;
-
-	(void)sd_notify(false, "RELOADING=1");
-	log_info("Reloading the configuration");
-	if (broker_load_config(b->config_path, &new) < 0) {
-		log_error("Keeping the running configuration");
-		goto done;
-	}
-	quotas = calloc(MAX(new->n_users, 1u), sizeof(*quotas));
-	if (!quotas) {
-		log_oom();
-		eb_conf_free(new);
-		goto done;
-	}
-	for (unsigned i = 0; i < new->n_users; i++) {
-		const struct eb_user *u = eb_conf_find_user(old, new->users[i].name);
-
-		if (u)
-			quotas[i] = b->quotas[u - old->users];
-	}
-	keep_restart_only(old, new);
-	raise_nofile(new);
-	SWAP(b->quotas, quotas);
-	b->conf = new;
-	for (struct session *s = b->sessions, *next; s; s = next) {
-		next = s->next;
-		session_rebind(s, old, new);
-	}
-	eb_conf_free(old); /* wipes the old keys */
-	log_info("Reloaded %s: %u users; %u of %u sessions kept",
-	         new->path ? new->path : "the configuration", new->n_users,
-	         b->n_sessions - count_closing(b), before);
-	pool_changed(b); /* the thresholds may have moved */
-done:
-	(void)sd_notify(false, "READY=1");
-}
-
 static int on_hup(sd_event_source *src, const struct signalfd_siginfo *si, void *userdata)
 {
 	(void)src, (void)si;
-	reload(userdata);
+	broker_reload(userdata);
 	return 0;
 }
 
@@ -713,7 +361,7 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 	}
 	b->conf = conf;
 	b->config_path = config_path;
-	raise_nofile(conf);
+	broker_raise_nofile(conf);
 	b->zone = b->zone_logged = _POOL_ZONE_INVALID;
 	for (int k = 0; k < _PEER_LOG_MAX; k++)
 		b->peer_log[k] = EB_RATELIMIT_INIT(PEER_LOG_INTERVAL_USEC, PEER_LOG_BURST);
@@ -743,10 +391,13 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 	sigaddset(&mask, SIGHUP);
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
 		return log_error_errno(errno, "Failed to block signals: %m");
-	if (sd_event_add_signal(b->event, NULL, SIGTERM, on_exit_signal, b) < 0 ||
-	    sd_event_add_signal(b->event, NULL, SIGINT, on_exit_signal, b) < 0 ||
-	    sd_event_add_signal(b->event, NULL, SIGHUP, on_hup, b) < 0)
-		return log_error_errno(EIO, "Failed to watch signals");
+	r = sd_event_add_signal(b->event, NULL, SIGTERM, on_exit_signal, b);
+	if (r >= 0)
+		r = sd_event_add_signal(b->event, NULL, SIGINT, on_exit_signal, b);
+	if (r >= 0)
+		r = sd_event_add_signal(b->event, NULL, SIGHUP, on_hup, b);
+	if (r < 0)
+		return log_error_errno(r, "Failed to watch signals: %m");
 	r = sd_event_set_watchdog(b->event, true);
 	if (r < 0)
 		return log_error_errno(r, "Failed to set up the watchdog: %m");
@@ -770,7 +421,7 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 			r = sd_event_source_set_enabled(b->seed_timer, SD_EVENT_ON);
 	}
 	if (r >= 0)
-		r = sd_event_add_defer(b->event, &b->run_source, on_run, b);
+		r = sd_event_add_defer(b->event, &b->run_source, broker_on_run, b);
 	if (r >= 0)
 		/* Answers go out before the next frame is read. */
 		r = sd_event_source_set_priority(b->run_source, SD_EVENT_PRIORITY_IMPORTANT);
@@ -780,7 +431,7 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 	 * about 250 ms, not up to 500. */
 	if (r >= 0)
 		r = sd_event_add_time(b->event, &b->queue_timer, CLOCK_MONOTONIC, UINT64_MAX,
-		                      10 * 1000ULL, on_queue_timer, b);
+		                      10 * 1000ULL, broker_on_queue_timer, b);
 	if (r >= 0)
 		r = sd_event_source_set_enabled(b->queue_timer, SD_EVENT_OFF);
 	if (r < 0)
@@ -824,7 +475,7 @@ int broker_run(struct broker *b)
 {
 	int r;
 
-	pool_changed(b);
+	broker_pool_changed(b);
 	log_pool(b, LOG_INFO, MSGID_START, "Broker ready");
 	notify_status(b);
 	(void)sd_notify(false, "READY=1");

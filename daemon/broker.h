@@ -132,10 +132,3 @@ bool broker_log_allowed(struct broker *b, enum peer_log kind);
 		if (broker_log_allowed(b, kind))                                                   \
 			log_full(level, __VA_ARGS__);                                              \
 	} while (0)
-
-/* listen.c */
-int listeners_open(struct broker *b, char **uris, unsigned n_uris);
-void listeners_free(struct broker *b);
-/* Stops accepting for a while after accept() failed for want of fds or memory (EMFILE, ENFILE,
- * ENOBUFS, ENOMEM): the connection stays queued, so retrying at once would only spin. */
-void listeners_pause(struct broker *b);

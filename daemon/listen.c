@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+#include "listen.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -168,8 +170,10 @@ int listeners_open(struct broker *b, char **uris, unsigned n_uris)
 				goto done;
 			}
 			r = add_listener(b, fd, tls, name);
-			if (r < 0)
+			if (r < 0) {
+				log_oom();
 				goto done;
+			}
 			log_debug("Listening on socket \"%s\" (fd %d)%s", name, fd,
 			          tls ? " with TLS" : "");
 		}
@@ -197,7 +201,7 @@ int listeners_open(struct broker *b, char **uris, unsigned n_uris)
 			r = add_listener(b, fd, eb_uri_is_tls(&u), uris[i]);
 			if (r < 0) {
 				safe_close(fd);
-				return r;
+				return log_oom();
 			}
 			log_info("Listening on %s%s", uris[i], eb_uri_is_tls(&u) ? " (TLS)" : "");
 		}

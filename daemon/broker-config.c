@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/* The broker's configuration: read at start, read again on SIGHUP (reload), and the descriptor
+ * limit the session limits need. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "broker-internal.h"
+#include "broker.h"
+#include "confdir.h"
+#include "log.h"
+#include "macro.h"
+#include "session.h"
+
+static inline void confdir_freep(char ***p)
+{
+	*p = eb_confdir_free(*p);
+}
+
+/* The configuration is read as eb-brokerd.conf(5) says: the drop-ins (the package's in
+ * EB_CONF_VENDOR_DIR, the administrator's in MAIN.d/, together in the order of their names, a
+ * name in MAIN.d/ masking the package's), then MAIN itself, which has the last word. With
+ * --config PATH the package's drop-ins are left out: PATH and PATH.d/ are the whole of it. */
+int broker_load_config(const char *path, struct eb_conf **ret)
+{
+	const char *main_path = path ? path : EB_CONF_DEFAULT_PATH;
+	_cleanup_free_ char *error = NULL, *dropin_dir = NULL;
+	_cleanup_(confdir_freep) char **files = NULL;
+	struct eb_conf *conf = NULL;
+	const char *dirs[2];
+	unsigned n_dirs = 0, n = 0;
+	bool have_main;
+	int r;
+
+	if (asprintf(&dropin_dir, "%s.d", main_path) < 0)
+		return log_oom();
+	if (!path)
+		dirs[n_dirs++] = EB_CONF_VENDOR_DIR;
+	dirs[n_dirs++] = dropin_dir;
+	r = eb_confdir_list(dirs, n_dirs, &files, &n);
+	if (r < 0)
+		return log_error_errno(r, "Failed to list the drop-ins in %s%s%s: %m",
+		                       path ? "" : EB_CONF_VENDOR_DIR, path ? "" : " and ",
+		                       dropin_dir);
+	have_main = path || access(main_path, F_OK) == 0 || errno != ENOENT;
+	if (have_main) {
+		char **t = reallocarray(files, n + 2, sizeof(*files));
+
+		if (!t)
+			return log_oom();
+		files = t;
+		files[n] = strdup(main_path);
+		if (!files[n])
+			return log_oom();
+		files[++n] = NULL;
+	}
+	if (n == 0) {
+		log_notice("No %s and no drop-ins; running with defaults and no users", main_path);
+		return eb_conf_new_default(ret);
+	}
+	if (!have_main)
+		log_notice("No %s; running with the drop-ins alone", main_path);
+	for (unsigned i = 0; i < n; i++)
+		log_debug("Reading %s", files[i]);
+
+	r = eb_conf_load_files((const char *const *)files, n, &conf, &error);
+	if (r < 0)
+		return log_error_errno(r, "%s", error ? error : "Failed to load the configuration");
+	r = eb_conf_load_keys(conf, &error);
+	if (r < 0) {
+		eb_conf_free(conf); /* wipes the keys loaded before the one that failed */
+		return log_error_errno(r, "%s", error ? error : "Failed to load the keys");
+	}
+	*ret = conf;
+	return 0;
+}
+
+static bool same_string(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static unsigned count_closing(const struct broker *b)
+{
+	unsigned n = 0;
+
+	for (const struct session *s = b->sessions; s; s = s->next)
+		n += s->state == SESSION_CLOSING;
+	return n;
+}
+
+/* What only a restart can change stays as it is; the reloaded file is told so. */
+static void keep_restart_only(struct eb_conf *old, struct eb_conf *new)
+{
+	bool listen_same = old->n_listen == new->n_listen;
+
+	if (new->capacity_bits != old->capacity_bits) {
+		log_notice("capacity-bits changed to %" PRIu64
+		           "; it takes effect at the next restart",
+		           new->capacity_bits);
+		new->capacity_bits = old->capacity_bits;
+	}
+	if (!same_string(new->seed_file, old->seed_file)) {
+		log_notice("seed-file changed to \"%s\"; it takes effect at the next restart",
+		           new->seed_file ? new->seed_file : "");
+		SWAP(new->seed_file, old->seed_file);
+	}
+	for (unsigned i = 0; listen_same && i < old->n_listen; i++)
+		listen_same = same_string(old->listen[i], new->listen[i]);
+	if (!listen_same) {
+		log_notice("listen= changed; it takes effect at the next restart");
+		for (unsigned i = 0; i < EB_CONF_LISTEN_MAX; i++)
+			SWAP(new->listen[i], old->listen[i]);
+		SWAP(new->n_listen, old->n_listen);
+	}
+}
+
+/* Every session is a descriptor. With fewer than the limits need, accept() fails with EMFILE
+ * before max-sessions is reached, and the listeners pause for a peer that the limits would have
+ * let in: raise the soft limit to what they need, as far as the hard one allows. */
+void broker_raise_nofile(const struct eb_conf *conf)
+{
+	rlim_t want =
+	    (rlim_t)conf->max_sessions + conf->max_local_sessions + EB_CONF_LISTEN_MAX + 64;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = MIN(want, rl.rlim_max);
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
+		log_warning("Open files are limited to %llu, fewer than max-sessions + "
+		            "max-local-sessions (%u + %u) need; raise LimitNOFILE=",
+		            (unsigned long long)rl.rlim_cur, conf->max_sessions,
+		            conf->max_local_sessions);
+}
+
+/* SIGHUP: users, keys, roles, caps, quotas and thresholds are read again. A file that does not
+ * load changes nothing. Sessions whose access was revoked are closed; the others carry on, and
+ * each user's quota keeps what it had. */
+void broker_reload(struct broker *b)
+{
+	_cleanup_free_ struct sched_quota *quotas = NULL;
+	struct eb_conf *new = NULL, *old = b->conf;
+	unsigned before = b->n_sessions;
+
+	(void)sd_notify(false, "RELOADING=1");
+	log_info("Reloading the configuration");
+	if (broker_load_config(b->config_path, &new) < 0) {
+		log_error("Keeping the running configuration");
+		goto done;
+	}
+	quotas = calloc(MAX(new->n_users, 1u), sizeof(*quotas));
+	if (!quotas) {
+		log_oom();
+		eb_conf_free(new);
+		goto done;
+	}
+	for (unsigned i = 0; i < new->n_users; i++) {
+		const struct eb_user *u = eb_conf_find_user(old, new->users[i].name);
+
+		if (u)
+			quotas[i] = b->quotas[u - old->users];
+	}
+	keep_restart_only(old, new);
+	broker_raise_nofile(new);
+	SWAP(b->quotas, quotas);
+	b->conf = new;
+	for (struct session *s = b->sessions, *next; s; s = next) {
+		next = s->next;
+		session_rebind(s, old, new);
+	}
+	eb_conf_free(old); /* wipes the old keys */
+	log_info("Reloaded %s: %u users; %u of %u sessions kept",
+	         new->path ? new->path : "the configuration", new->n_users,
+	         b->n_sessions - count_closing(b), before);
+	broker_pool_changed(b); /* the thresholds may have moved */
+done:
+	(void)sd_notify(false, "READY=1");
+}

@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: MIT */
+/* Who a session's peer is and what it may hold: its address and credentials, the TLS handshake,
+ * the user it maps to, the session limits it meets at accept, and what a reload leaves it. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/vm_sockets.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <openssl/crypto.h>
+
+#include "broker.h"
+#include "conn.h"
+#include "log.h"
+#include "session-internal.h"
+#include "session.h"
+
+/* The uid, gid and pid of a unix peer, as the kernel recorded them at connect(). */
+static int session_peer_cred(int fd, struct ucred *ret)
+{
+	socklen_t l = sizeof(*ret);
+
+	return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, ret, &l) < 0 ? negative_errno() : 0;
+}
+
+void session_describe_peer(struct session *s, int fd, const char *listener)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	char addr[INET6_ADDRSTRLEN] = "?";
+
+	if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0) {
+		snprintf(s->peer, sizeof(s->peer), "%s peer", listener);
+		return;
+	}
+	switch (ss.ss_family) {
+	case AF_INET: {
+		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+
+		inet_ntop(AF_INET, &in->sin_addr, addr, sizeof(addr));
+		snprintf(s->peer, sizeof(s->peer), "%s %s:%u", listener, addr, ntohs(in->sin_port));
+		s->addr.family = AF_INET;
+		memcpy(s->addr.bytes, &in->sin_addr, 4);
+		break;
+	}
+	case AF_INET6: {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof(addr));
+		snprintf(s->peer, sizeof(s->peer), "%s [%s]:%u", listener, addr,
+		         ntohs(in6->sin6_port));
+		/* An IPv4 peer on a dual-stack socket is one address, not a share of a /64. */
+		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+			s->addr.family = AF_INET;
+			memcpy(s->addr.bytes, in6->sin6_addr.s6_addr + 12, 4);
+		} else {
+			s->addr.family = AF_INET6;
+			memcpy(s->addr.bytes, in6->sin6_addr.s6_addr, 8);
+		}
+		break;
+	}
+	case AF_VSOCK: {
+		struct sockaddr_vm *vm = (struct sockaddr_vm *)&ss;
+
+		snprintf(s->peer, sizeof(s->peer), "%s cid=%u port=%u", listener, vm->svm_cid,
+		         vm->svm_port);
+		s->addr.family = AF_VSOCK;
+		memcpy(s->addr.bytes, &vm->svm_cid, sizeof(vm->svm_cid));
+		break;
+	}
+	case AF_UNIX: {
+		struct ucred uc;
+
+		if (session_peer_cred(fd, &uc) == 0) {
+			snprintf(s->peer, sizeof(s->peer), "%s pid=%d uid=%u gid=%u", listener,
+			         (int)uc.pid, (unsigned)uc.uid, (unsigned)uc.gid);
+			/* Over unix+tls a hypervisor speaks for its guest: one process, one guest.
+			 */
+			s->addr.family = AF_UNIX;
+			memcpy(s->addr.bytes, &uc.pid, sizeof(uc.pid));
+		} else
+			snprintf(s->peer, sizeof(s->peer), "%s peer", listener);
+		break;
+	}
+	default:
+		snprintf(s->peer, sizeof(s->peer), "%s peer", listener);
+	}
+}
+
+/* Whether the user u has room for one more session: its authenticated sessions, this one not
+ * counted, against its max-sessions. */
+static bool user_has_room(struct session *s, const struct eb_user *u)
+{
+	unsigned idx = (unsigned)(u - s->broker->conf->users), n = 0;
+
+	for (const struct session *o = s->broker->sessions; o; o = o->next)
+		n += o != s && o->user == (int)idx &&
+		     (o->state == SESSION_HELLO || o->state == SESSION_READY);
+	return n < u->max_sessions;
+}
+
+/* Binds s to user u, or refuses it with a BUSY error when u has all the sessions it may. */
+static int bind_user(struct session *s, const struct eb_user *u)
+{
+	if (!user_has_room(s, u)) {
+		log_peer(s->broker, PEER_LOG_LIMIT, LOG_WARNING,
+		         "Refusing %s: user %s has %u sessions, its limit (max-sessions)", s->peer,
+		         u->name, u->max_sessions);
+		return -EBUSY;
+	}
+	s->user = (int)(u - s->broker->conf->users);
+	return 0;
+}
+
+int session_identify_unix(struct session *s)
+{
+	struct ucred uc;
+	const struct eb_user *u;
+	int r;
+
+	r = session_peer_cred(eb_conn_fd(s->conn), &uc);
+	if (r < 0) {
+		log_peer(s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
+		         "Refusing %s: cannot read its credentials: %s", s->peer, strerror(-r));
+		return r;
+	}
+	u = eb_conf_find_unix_peer(s->broker->conf, uc.uid, uc.gid);
+	if (!u) {
+		log_peer(s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
+		         "Refusing %s: no [user] section maps uid %u or gid %u", s->peer,
+		         (unsigned)uc.uid, (unsigned)uc.gid);
+		return -EACCES;
+	}
+	return bind_user(s, u);
+}
+
+static int identify_tls(struct session *s)
+{
+	const char *id = eb_conn_identity(s->conn);
+	const struct eb_user *u = id ? eb_conf_find_user(s->broker->conf, id) : NULL;
+
+	if (!u) {
+		log_peer(s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
+		         "Refusing %s: its TLS identity names no user", s->peer);
+		return -EACCES;
+	}
+	return bind_user(s, u);
+}
+
+void session_refuse_identity(struct session *s, int r)
+{
+	if (r == -EBUSY)
+		session_refuse(s, EB_ERR_BUSY, "too many sessions for this user");
+	else
+		session_refuse(s, EB_ERR_AUTH, "no user maps to this peer");
+}
+
+static bool same_addr(const struct peer_addr *a, const struct peer_addr *b)
+{
+	return a->family != 0 && a->family == b->family && memcmp(a->bytes, b->bytes, 8) == 0;
+}
+
+/* Network sessions still in their handshake: the oldest one, and how many share s's address. */
+static struct session *scan_handshakes(struct session *s, unsigned *ret_same_addr)
+{
+	struct session *oldest = NULL;
+	unsigned n = 0;
+
+	for (struct session *o = s->broker->sessions; o; o = o->next) {
+		if (o == s || o->state != SESSION_HANDSHAKE)
+			continue;
+		n += same_addr(&o->addr, &s->addr);
+		if (!oldest || o->accepted_usec < oldest->accepted_usec)
+			oldest = o;
+	}
+	*ret_same_addr = n;
+	return oldest;
+}
+
+/* A handshake older than this may give its slot to a new one when all are taken: ours finish in
+ * milliseconds, so only a peer that stalls on purpose (or a dead one) is that old. */
+#define HANDSHAKE_EVICT_AGE_USEC (1000000ULL)
+
+/* The limits a new peer meets before it costs a handshake. Returns NULL to admit it, or what it
+ * is refused for. An unauthenticated peer can fill neither the network's session slots (its
+ * handshakes are capped apart, in total and per address) nor the local socket's (counted
+ * apart), and the oldest stalled handshake makes way for a new one. */
+const char *session_over_limit(struct session *s)
+{
+	struct broker *b = s->broker;
+	const struct eb_conf *conf = b->conf;
+	struct session *oldest;
+	unsigned same;
+
+	if (b->stopping)
+		return "stopping";
+	if (s->local)
+		return b->n_local > conf->max_local_sessions ? "max-local-sessions" : NULL;
+	if (b->n_network > conf->max_sessions)
+		return "max-sessions";
+	oldest = scan_handshakes(s, &same);
+	if (same >= conf->max_handshakes_per_address)
+		return "max-handshakes-per-address";
+	if (b->n_handshakes < conf->max_handshakes)
+		return NULL;
+	if (!oldest || oldest->accepted_usec + HANDSHAKE_EVICT_AGE_USEC > s->accepted_usec)
+		return "max-handshakes";
+	log_peer(b, PEER_LOG_LIMIT, LOG_INFO,
+	         "Closing %s: its TLS handshake stalled while others wait (max-handshakes)",
+	         oldest->peer);
+	session_free(oldest);
+	return NULL;
+}
+
+/* Whether a unix peer's uid or gid still maps to user u in conf. */
+static bool unix_peer_maps_to(struct session *s, const struct eb_conf *conf,
+                              const struct eb_user *u)
+{
+	struct ucred uc;
+
+	return session_peer_cred(eb_conn_fd(s->conn), &uc) == 0 &&
+	       eb_conf_find_unix_peer(conf, uc.uid, uc.gid) == u;
+}
+
+void session_rebind(struct session *s, const struct eb_conf *old, const struct eb_conf *new)
+{
+	const struct eb_user *was, *u;
+	const char *why = NULL;
+
+	if (s->state == SESSION_HANDSHAKE) {
+		/* Its key may have been looked up in the old file already, and which one was used
+		 * is not kept: the client connects again and is judged by the new one. */
+		log_peer(s->broker, PEER_LOG_HANDSHAKE, LOG_INFO,
+		         "Closing %s: its TLS handshake began before the reload", s->peer);
+		session_free(s);
+		return;
+	}
+	if (s->user < 0)
+		return;
+	was = &old->users[s->user];
+	u = eb_conf_find_user(new, was->name);
+	if (!u)
+		why = "its user is gone";
+	else if (eb_conn_is_tls(s->conn) &&
+	         (!u->has_key || CRYPTO_memcmp(u->key, was->key, EB_KEY_SIZE) != 0))
+		/* A key is rotated because the old one may be known: what it opened closes. */
+		why = "its user's key changed";
+	else if (!eb_conn_is_tls(s->conn) && !unix_peer_maps_to(s, new, u))
+		why = "its uid and gid no longer map to its user";
+	else if (s->roles & ~u->roles)
+		why = "a role it uses was revoked";
+	if (!why || s->state == SESSION_CLOSING) {
+		s->user = u ? (int)(u - new->users) : -1;
+		s->get.user = s->user; /* a waiting GET is paid from the same user's quota */
+		return;
+	}
+	log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+	         "Closing %s (user %s): %s in the reloaded configuration", s->peer, was->name, why);
+	s->user = -1;
+	session_refuse(s, EB_ERR_AUTH, "access revoked by a configuration reload");
+	session_update_events(s);
+}
+
+int session_handshake(struct session *s)
+{
+	struct broker *b = s->broker;
+	int r = eb_conn_handshake(s->conn);
+
+	if (r == -EAGAIN)
+		return 0;
+	if (r < 0) {
+		enum eb_conn_failure f = eb_conn_failure(s->conn);
+		const char *tls_err = eb_conn_tls_error(s->conn);
+
+		if (f == EB_CONN_FAIL_EOF)
+			log_peer(b, PEER_LOG_HANDSHAKE, LOG_INFO,
+			         "%s closed during the TLS handshake", s->peer);
+		else if (f == EB_CONN_FAIL_UNKNOWN_USER)
+			log_peer(b, PEER_LOG_HANDSHAKE, LOG_WARNING,
+			         "Refusing %s: unknown user \"%s\"", s->peer,
+			         eb_conn_offered_identity(s->conn));
+		else if (f == EB_CONN_FAIL_BAD_KEY)
+			log_peer(b, PEER_LOG_HANDSHAKE, LOG_WARNING,
+			         "Refusing %s: wrong key for user \"%s\"", s->peer,
+			         eb_conn_offered_identity(s->conn));
+		else
+			log_peer(b, PEER_LOG_HANDSHAKE, LOG_WARNING, "Refusing %s: %s (%s)",
+			         s->peer, eb_conn_failure_to_string(f),
+			         tls_err[0] ? tls_err : "no detail");
+		return -EACCES;
+	}
+	session_set_state(s, SESSION_HELLO);
+	r = identify_tls(s);
+	if (r < 0) {
+		/* Authenticated by TLS, so the peer may be told why, in the protocol. */
+		session_refuse_identity(s, r);
+		return 0;
+	}
+	return 0;
+}

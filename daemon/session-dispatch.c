@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: MIT */
+/* What a session's frames mean: HELLO, PUT, GET and STATUS handed to the broker, and the broker's
+ * answers (DATA, QUOTA, EMPTY, SLEEP, WAKE) turned into frames. */
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <systemd/sd-event.h>
+
+#include "broker.h"
+#include "log.h"
+#include "macro.h"
+#include "session-internal.h"
+#include "session.h"
+
+static void handle_hello(struct session *s, const struct eb_msg_hello *h)
+{
+	const struct eb_user *u = session_user(s);
+	char want[64], have[64];
+	struct eb_msg m = {.type = EB_MSG_WELCOME};
+
+	if (h->version != EB_PROTO_VERSION) {
+		log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+		         "Refusing %s (user %s): protocol version %u, this broker speaks %u",
+		         s->peer, u->name, h->version, EB_PROTO_VERSION);
+		return session_refuse(s, EB_ERR_VERSION, "unsupported protocol version");
+	}
+	if ((h->roles & ~u->roles) != 0) {
+		log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+		         "Refusing %s: user %s asked for roles %s but has only %s", s->peer,
+		         u->name, eb_roles_to_string(h->roles, want, sizeof(want)),
+		         eb_roles_to_string(u->roles, have, sizeof(have)));
+		return session_refuse(s, EB_ERR_FORBIDDEN, "role not allowed for this user");
+	}
+	s->roles = h->roles;
+	snprintf(s->kind, sizeof(s->kind), "%s", h->kind);
+	session_set_state(s, SESSION_READY);
+	(void)sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
+
+	m.welcome.version = EB_PROTO_VERSION;
+	m.welcome.roles = (uint8_t)s->roles;
+	m.welcome.max_data = EB_DATA_MAX;
+	snprintf(m.welcome.user, sizeof(m.welcome.user), "%s", u->name);
+	(void)session_send(s, &m);
+	if (s->roles & EB_ROLE_SOURCE)
+		/* The HELLO's claim is the source's word, shown to the operator; credit is decided
+		 * per PUT, under the user's cap. */
+		log_peer(s->broker, PEER_LOG_SESSION, LOG_INFO,
+		         "%s: user %s connected as %s (%s), claiming %u.%03u bits per byte",
+		         s->peer, u->name, eb_roles_to_string(s->roles, want, sizeof(want)),
+		         s->kind[0] ? s->kind : "-", h->claim_mbits_per_byte / 1000,
+		         h->claim_mbits_per_byte % 1000);
+	else
+		log_peer(s->broker, PEER_LOG_SESSION, LOG_INFO, "%s: user %s connected as %s (%s)",
+		         s->peer, u->name, eb_roles_to_string(s->roles, want, sizeof(want)),
+		         s->kind[0] ? s->kind : "-");
+
+	if ((s->roles & EB_ROLE_SOURCE) && s->broker->sources_asleep) {
+		session_send_retry(s, EB_MSG_SLEEP, SCHEDULER_SLEEP_MS);
+		s->asleep = true;
+	}
+}
+
+/* The broker's own continuous test on what sources send: a PUT that is one repeated byte, or
+ * that begins as the previous one did, carries no credit whatever its source claims. */
+static bool put_looks_stuck(struct session *s, const struct eb_msg_put *p)
+{
+	size_t head = MIN((size_t)p->len, sizeof(s->last_put));
+	bool same_as_last, constant = p->len >= 16;
+
+	for (size_t i = 1; constant && i < p->len; i++)
+		if (p->data[i] != p->data[0])
+			constant = false;
+	same_as_last = s->have_last_put && head == sizeof(s->last_put) &&
+	               memcmp(s->last_put, p->data, head) == 0;
+	if (head == sizeof(s->last_put)) {
+		memcpy(s->last_put, p->data, head);
+		s->have_last_put = true;
+	}
+	return constant || same_as_last;
+}
+
+static void handle_put(struct session *s, const struct eb_msg_put *p)
+{
+	const struct eb_user *u = session_user(s);
+	uint64_t claim = p->credit_bits, credited = 0;
+	struct eb_msg m = {.type = EB_MSG_PUT_ACK};
+	int r;
+
+	claim = MIN(claim, (uint64_t)p->len * u->max_credit_per_byte);
+	if (claim > 0 && put_looks_stuck(s, p)) {
+		if (!s->stuck_logged)
+			log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			         "%s: data from user %s repeats itself; crediting none of it",
+			         s->peer, u->name);
+		s->stuck_logged = true;
+		claim = 0;
+	}
+	r = broker_put(s->broker, p->data, p->len, claim, &credited);
+	if (r < 0) {
+		log_error_errno(r, "Failed to add to the pool: %m");
+		return session_refuse(s, EB_ERR_INTERNAL, "pool failure");
+	}
+	s->bits_in += credited;
+	m.put_ack.credited_bits = (uint32_t)credited;
+	m.put_ack.accepted_bytes = p->len;
+	(void)session_send(s, &m);
+}
+
+static void handle_get(struct session *s, const struct eb_msg_get *g)
+{
+	s->get.bits = g->bits;
+	s->get.drbg = g->mode == EB_GET_DRBG;
+	s->get.user = s->user;
+	s->get.since_usec = broker_now(s->broker);
+	s->get_pending = true;
+	broker_get(s->broker, &s->get);
+}
+
+static void handle_status(struct session *s)
+{
+	struct eb_msg m = {.type = EB_MSG_STATUS};
+
+	broker_fill_status(s->broker, &m.status);
+	(void)session_send(s, &m);
+}
+
+void session_answer(struct session *s, const struct sched_decision *d, const uint8_t *data)
+{
+	struct eb_msg m = {.type = EB_MSG_DATA};
+	int r;
+
+	assert(s->get_pending);
+	s->get_pending = false;
+	switch (d->verdict) {
+	case SCHED_DATA:
+		/* Only full-entropy output carries bits; DRBG output is never counted as entropy.
+		 */
+		m.data.bits = s->get.drbg ? 0 : (uint32_t)(d->bytes * 8);
+		m.data.data = data;
+		m.data.len = (uint32_t)d->bytes;
+		r = session_send(s, &m);
+		if (r < 0) {
+			log_error_errno(r, "Failed to encode DATA for %s: %m", s->peer);
+			session_refuse(s, EB_ERR_INTERNAL, "encoding failure");
+			return;
+		}
+		s->bits_out += m.data.bits;
+		break;
+	case SCHED_QUOTA:
+		session_send_retry(s, EB_MSG_QUOTA, d->retry_ms);
+		break;
+	case SCHED_EMPTY:
+		session_send_retry(s, EB_MSG_EMPTY, d->retry_ms);
+		break;
+	case SCHED_WAIT:
+	case _SCHED_VERDICT_MAX:
+	case _SCHED_VERDICT_INVALID:
+		assert(!"not an answer");
+		return;
+	}
+	/* Flush and read on from the event loop: the broker answers from its own handler. */
+	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+}
+
+void session_fail(struct session *s)
+{
+	session_refuse(s, EB_ERR_INTERNAL, "pool failure");
+	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+}
+
+void session_set_asleep(struct session *s, bool asleep)
+{
+	struct eb_msg m = {.type = asleep ? EB_MSG_SLEEP : EB_MSG_WAKE,
+	                   .retry.retry_ms = SCHEDULER_SLEEP_MS};
+
+	if (s->state != SESSION_READY || !(s->roles & EB_ROLE_SOURCE) || s->asleep == asleep ||
+	    !session_has_room(s, EB_FRAME_HEADER_SIZE + 8))
+		return;
+	(void)session_send(s, &m);
+	s->asleep = asleep;
+	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+}
+
+void session_handle_frame(struct session *s, const struct eb_frame *f)
+{
+	const struct eb_user *u;
+	char roles[64];
+	struct eb_msg m;
+	int r;
+
+	r = eb_msg_decode(f, &m);
+	if (r < 0) {
+		log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+		         "Closing %s (user %s): malformed %s frame", s->peer, session_user_name(s),
+		         eb_msg_type_to_string(f->type));
+		return session_refuse(s, EB_ERR_PROTOCOL, "malformed message");
+	}
+	if (s->state == SESSION_HELLO) {
+		if (m.type != EB_MSG_HELLO) {
+			log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			         "Closing %s (user %s): sent %s before HELLO", s->peer,
+			         session_user_name(s), eb_msg_type_to_string(m.type));
+			return session_refuse(s, EB_ERR_PROTOCOL, "HELLO expected");
+		}
+		return handle_hello(s, &m.hello);
+	}
+	u = session_user(s);
+	switch (m.type) {
+	case EB_MSG_PUT:
+		if (!(s->roles & EB_ROLE_SOURCE)) {
+			log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			         "Refusing PUT from %s: user %s may not donate (connected as %s)",
+			         s->peer, u->name,
+			         eb_roles_to_string(s->roles, roles, sizeof(roles)));
+			return session_refuse(s, EB_ERR_FORBIDDEN, "this user may not donate");
+		}
+		return handle_put(s, &m.put);
+	case EB_MSG_GET:
+		if (!(s->roles & EB_ROLE_SINK)) {
+			log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			         "Refusing GET from %s: user %s may not draw (connected as %s)",
+			         s->peer, u->name,
+			         eb_roles_to_string(s->roles, roles, sizeof(roles)));
+			return session_refuse(s, EB_ERR_FORBIDDEN, "this user may not draw");
+		}
+		return handle_get(s, &m.get);
+	case EB_MSG_STATUS_REQ:
+		if (!(s->roles & EB_ROLE_ADMIN)) {
+			log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			         "Refusing STATUS from %s: user %s is not an admin", s->peer,
+			         u->name);
+			return session_refuse(s, EB_ERR_FORBIDDEN, "this user may not read status");
+		}
+		return handle_status(s);
+	case EB_MSG_ERROR:
+		log_peer(s->broker, PEER_LOG_SESSION, LOG_INFO,
+		         "%s (user %s) reported an error and leaves: %s", s->peer, u->name,
+		         m.error.text);
+		session_set_state(s, SESSION_CLOSING);
+		return;
+	case EB_MSG_HELLO:
+	case EB_MSG_WELCOME:
+	case EB_MSG_PUT_ACK:
+	case EB_MSG_DATA:
+	case EB_MSG_EMPTY:
+	case EB_MSG_SLEEP:
+	case EB_MSG_WAKE:
+	case EB_MSG_QUOTA:
+	case EB_MSG_STATUS:
+	case _EB_MSG_MAX:
+	case _EB_MSG_INVALID:
+		break;
+	}
+	log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING, "Closing %s (user %s): unexpected %s",
+	         s->peer, u->name, eb_msg_type_to_string(m.type));
+	session_refuse(s, EB_ERR_PROTOCOL, "unexpected message");
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/* What session.c, session-auth.c and session-dispatch.c share; nothing outside a session uses
+ * it. */
+#pragma once
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "broker.h"
+#include "conf.h"
+#include "proto.h"
+#include "session.h"
+
+/* Only for sessions past authentication: every state from SESSION_HELLO on has a user. */
+static inline const struct eb_user *session_user(const struct session *s)
+{
+	assert(s->user >= 0);
+	return &s->broker->conf->users[s->user];
+}
+
+static inline const char *session_user_name(const struct session *s)
+{
+	return s->user >= 0 ? s->broker->conf->users[s->user].name : "(unauthenticated)";
+}
+
+/* session.c: buffers, state, the pump. */
+bool session_has_room(const struct session *s, size_t bytes);
+/* Buffers a frame; the caller checked session_has_room(). */
+int session_send(struct session *s, const struct eb_msg *m);
+void session_send_retry(struct session *s, enum eb_msg_type type, uint32_t ms);
+/* Every change of state goes through here, so that the broker's counts follow. */
+void session_set_state(struct session *s, enum session_state state);
+/* A last ERROR, then CLOSING: a waiting GET is withdrawn, the pump flushes and lingers. */
+void session_refuse(struct session *s, enum eb_error_code code, const char *text);
+void session_update_events(struct session *s);
+void session_pump(struct session *s);
+
+/* session-auth.c: who the peer is, and the limits it meets. */
+void session_describe_peer(struct session *s, int fd, const char *listener);
+/* NULL to admit a new peer, or the name of the limit it is refused at. */
+const char *session_over_limit(struct session *s);
+/* Maps a plain unix peer to its user by SO_PEERCRED: -EACCES for nobody, -EBUSY at the user's
+ * max-sessions. */
+int session_identify_unix(struct session *s);
+void session_refuse_identity(struct session *s, int r);
+/* Drives the TLS handshake; once done, binds the user its PSK identity names. A negative errno
+ * ends the session. */
+int session_handshake(struct session *s);
+
+/* session-dispatch.c: what a frame means. */
+void session_handle_frame(struct session *s, const struct eb_frame *f);
