@@ -577,8 +577,9 @@ static void test_dropin_errors(void **state)
 
 	/* Within one file a clash is still an error, drop-in or not. */
 	free(d1);
-	d1 = write_in("e", "10-bad.conf",
-	              "[user a]\nrole = sink\nunix-uid = 5\n[user b]\nrole = sink\nunix-uid = 5\n");
+	files[0] = d1 =
+	    write_in("e", "10-bad.conf",
+	             "[user a]\nrole = sink\nunix-uid = 5\n[user b]\nrole = sink\nunix-uid = 5\n");
 	assert_int_equal(eb_conf_load_files(files, 2, &conf, &error), -EINVAL);
 	assert_true(asprintf(&expected,
 	                     "%s:4: [user b] has unix-uid 5, which [user a] on line 1 has already",
@@ -589,7 +590,8 @@ static void test_dropin_errors(void **state)
 
 	/* A user twice in the same file is a duplicate, whatever other files do. */
 	free(d1);
-	d1 = write_in("e", "10-bad.conf", "[user a]\nrole = sink\nunix-uid = 5\n[user a]\n");
+	files[0] = d1 =
+	    write_in("e", "10-bad.conf", "[user a]\nrole = sink\nunix-uid = 5\n[user a]\n");
 	assert_int_equal(eb_conf_load_files(files, 2, &conf, &error), -EINVAL);
 	assert_true(asprintf(&expected, "%s:4: duplicate section [user a], first defined on line 1",
 	                     d1) > 0);

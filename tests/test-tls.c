@@ -41,7 +41,8 @@ static struct eb_conn *server_conn(SSL_CTX *ctx, int *ret_client_fd)
 	struct eb_conn *c = NULL;
 	int sv[2];
 
-	/* Non-blocking both ways: a ClientHello of half a megabyte is more than the socket holds. */
+	/* Non-blocking both ways: a ClientHello of half a megabyte is more than the socket holds.
+	 */
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
 	assert_int_equal(eb_conn_new(sv[0], ctx, true, true, &c), 0);
 	*ret_client_fd = sv[1];
