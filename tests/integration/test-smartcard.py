@@ -86,12 +86,14 @@ class Pcsc:
                                          env=self.vicc_env, stdout=log, stderr=log,
                                          stdin=subprocess.DEVNULL)
             try:
-                self.vicc.wait(3)
+                rc = self.vicc.wait(3)
             except subprocess.TimeoutExpired:
                 return
             if time.time() > deadline:
-                check(False, "vicc connects to vpcd: " +
-                      open(os.path.join(self.tmp, "vicc.log"), errors="replace").read()[-300:])
+                check(False, f"vicc connects to vpcd on port {self.port} (vicc exited {rc}): " +
+                      open(os.path.join(self.tmp, "vicc.log"), errors="replace").read()[-300:] +
+                      " pcscd: " +
+                      open(os.path.join(self.tmp, "pcscd.log"), errors="replace").read()[-300:])
 
     def remove(self):
         if self.vicc and self.vicc.poll() is None:

@@ -13,13 +13,16 @@ mirror=${EB_VM_MIRROR:-http://deb.debian.org/debian}
 security=${EB_VM_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 
 # What the guest runs: systemd + udev + the distribution kernel, the tools the scenarios drive
-# (socat, jq, alsa-utils, v4l-utils, usbutils), and the shared libraries the project links
-# (listed even when pulled in anyway, so a new dependency shows up here as a recipe change).
+# (socat, jq, alsa-utils, v4l-utils, usbutils), the peers they start (ekeyd), and the shared
+# libraries the project links (listed even when pulled in anyway, so a new dependency shows up
+# here as a recipe change).
 packages=(
 	systemd systemd-sysv udev kmod dbus
 	linux-image-amd64 busybox-static
 	procps iproute2 socat jq alsa-utils v4l-utils usbutils
 	libsystemd0 libudev1 libssl3 libinih1 libasound2 libusb-1.0-0 libpcsclite1
+	# The entropykey scenario: Debian's daemon for the Simtec Entropy Key, which udev starts.
+	ekeyd
 )
 
 rm -rf "$out"

@@ -28,6 +28,9 @@ chroot "$root" depmod -a "$kver"
 needed=(virtio_pci virtio_blk virtio_rng virtio_console ext4 crc32c_generic 9p 9pnet_virtio
 	vsock vsock_loopback vmw_vsock_virtio_transport virtio_net snd-dummy snd-aloop vivid
 	dummy_hcd libcomposite usb_f_acm cdc_acm ftdi_sio xhci_pci)
+# The chaoskey scenario: the kernel's ChaosKey/Alea driver, and the SourceSink gadget function
+# whose bulk-in endpoint it binds to.
+needed+=(chaoskey usb_f_ss_lb)
 for m in "${needed[@]}"; do
 	# --show-depends succeeds even when a dependency's file is gone: check each file.
 	deps=$(chroot "$root" modprobe -S "$kver" --show-depends "$m") || deps="insmod /missing/$m"
