@@ -34,7 +34,7 @@
 /* Periods of at least 20 ms: the kernel picks the shortest a device allows, and 1 ms periods
  * would wake the source a thousand times a second for nothing. */
 #define AUDIO_PERIOD_MIN_US 20000u
-/* Overruns in a row after which the device is taken to be broken rather than busy. */
+/* Overruns or stalls in a row after which the device is taken to be broken rather than busy. */
 #define AUDIO_XRUN_MAX 100u
 
 static const int kernel_formats[_EB_PCM_FORMAT_MAX] = {
@@ -211,8 +211,10 @@ static int recover(struct capture *c, int err)
 	if (err == -ESTRPIPE)
 		while (ioctl(c->fd, SNDRV_PCM_IOCTL_RESUME) < 0 && errno == EAGAIN)
 			(void)usleep(100000);
-	if (err == -EPIPE && ++c->xruns > AUDIO_XRUN_MAX)
-		return log_error_errno(err, "%s overran %u times in a row", c->path,
+	if (err == -EIO)
+		log_notice("%s delivered nothing for 10 s; restarting the stream", c->path);
+	if ((err == -EPIPE || err == -EIO) && ++c->xruns > AUDIO_XRUN_MAX)
+		return log_error_errno(err, "%s overran or stalled %u times in a row", c->path,
 		                       AUDIO_XRUN_MAX);
 	log_debug_errno(err, "%s: %m; preparing it again", c->path);
 	if (ioctl(c->fd, SNDRV_PCM_IOCTL_PREPARE) < 0)
@@ -239,6 +241,11 @@ static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
 			 * not a failure; BindsTo= stops the unit as well. */
 			log_notice("%s went away; stopping", c->path);
 			return 0;
+		case -EIO:
+			/* No period completed within the kernel's 10 s wait: the card's
+			 * interrupt or timer stalled (snd-dummy under a loaded VM does). A
+			 * restart of the stream is what helps; one that keeps failing is
+			 * given up in recover(), as repeated overruns are. */
 		case -EPIPE:
 		case -ESTRPIPE:
 		case -EBADFD:

@@ -17,7 +17,21 @@ kmod=$root/lib/modules/$kver/kernel
 # the scenarios need (virtio, USB host/gadget/serial, ALSA dummy/loopback, vivid, 9p, vsock,
 # virtio-net for the user-mode-network variant), then prove below that each needed module and
 # its dependencies survived.
-keep='^(arch|crypto|lib|sound/(core|drivers|usb)|drivers/(virtio|char|block/virtio_blk|usb|tty|hid|input|media/(v4l2-core|common|mc|test-drivers)|net/(virtio_net|net_failover))|fs/(ext4|jbd2|mbcache|9p|netfs|fscache|fuse|configfs)|net/(9p|vmw_vsock|core))(/|\.ko)'
+keep='^(arch|crypto|lib|sound/(core|drivers|usb|soundcore)|drivers/(virtio|char|block/virtio_blk|usb|tty|hid|input|media/(v4l2-core|common|mc|cec|rc/rc-core|test-drivers)|net/(virtio_net|net_failover))|fs/(ext4|jbd2|mbcache|9p|netfs|fscache|fuse|configfs)|net/(9p|vmw_vsock|core))(/|\.ko)'
+needed=(virtio_pci virtio_blk virtio_rng virtio_console ext4 crc32c_generic 9p 9pnet_virtio
+	vsock vsock_loopback vmw_vsock_virtio_transport virtio_net snd-dummy snd-aloop vivid
+	dummy_hcd libcomposite usb_f_acm cdc_acm ftdi_sio xhci_pci)
+# The chaoskey scenario: the kernel's ChaosKey/Alea driver, and the SourceSink gadget function
+# whose bulk-in endpoint it binds to.
+needed+=(chaoskey usb_f_ss_lb)
+# Each needed module's dependencies, read from the full set's modules.dep before anything is
+# pruned: afterwards depmod no longer lists a dependency whose file is gone (it cannot know what
+# would have provided the symbol), so the check below would not see the loss (snd needs
+# soundcore.ko and vivid cec.ko, which once fell outside the trees kept).
+declare -A deps
+for m in "${needed[@]}"; do
+	deps[$m]=$(chroot "$root" modprobe -S "$kver" --show-depends "$m") || deps[$m]="insmod /missing/$m"
+done
 while IFS= read -r -d '' f; do
 	rel=${f#"$kmod"/}
 	[[ $rel =~ $keep ]] || rm -f "$f"
@@ -25,21 +39,13 @@ done < <(find "$kmod" -name '*.ko*' -print0)
 find "$kmod" -depth -type d -empty -delete
 chroot "$root" depmod -a "$kver"
 
-needed=(virtio_pci virtio_blk virtio_rng virtio_console ext4 crc32c_generic 9p 9pnet_virtio
-	vsock vsock_loopback vmw_vsock_virtio_transport virtio_net snd-dummy snd-aloop vivid
-	dummy_hcd libcomposite usb_f_acm cdc_acm ftdi_sio xhci_pci)
-# The chaoskey scenario: the kernel's ChaosKey/Alea driver, and the SourceSink gadget function
-# whose bulk-in endpoint it binds to.
-needed+=(chaoskey usb_f_ss_lb)
 for m in "${needed[@]}"; do
-	# --show-depends succeeds even when a dependency's file is gone: check each file.
-	deps=$(chroot "$root" modprobe -S "$kver" --show-depends "$m") || deps="insmod /missing/$m"
 	while read -r kind path _; do
 		[[ $kind != insmod || -e $root$path ]] || {
 			echo "customize.sh: $path (needed by $m) was pruned" >&2
 			exit 1
 		}
-	done <<<"$deps"
+	done <<<"${deps[$m]}"
 done
 
 # Identity: a fixed machine-id, so no boot is a "first boot" (ConditionFirstBoot, presets).
