@@ -11,11 +11,12 @@ set -euo pipefail
 source "$EB_VM_LIB/scenario.sh"
 
 # Known USB serial RNGs, "vid:pid:manufacturer:product"; the first whose vendor:product the
-# installed udev rules name is faked.
+# installed udev rules name is faked. The stream sources first: an Entropy Key starts a pair of
+# units of its own (ekeyd and an EGD source), which the entropykey scenario covers.
 known=(
-	"20df:0001:Simtec Electronics:Entropy Key"
 	"04d8:f5fe:ubld.it:TrueRNG"
 	"1d50:6086:Moonbase Otago:OneRNG"
+	"20df:0001:Simtec Electronics:Entropy Key"
 )
 landed="issue 'USB serial RNG sources and udev rules' not landed"
 need usr/sbin/eb-brokerd lib/systemd/system/eb-brokerd.socket -- "issue 'core slice' not landed"
