@@ -2,6 +2,7 @@
 #include "uri.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -25,11 +26,14 @@
 #define EB_DEFAULT_PORT 55225
 /* Where udev links a virtio-serial port by the name the host gave it (50-udev-default.rules). */
 #define VIRTIO_PORTS_DIR "/dev/virtio-ports/"
+/* The kernel's own list of ports, each with its name, before udev has seen any of them. */
+#define VIRTIO_PORTS_SYSFS "/sys/class/virtio-ports"
 /* How often a guest looks again whether the host side of its port has connected: the port
  * reports that only as POLLHUP going away, which poll() cannot wait for. */
 #define VIRTIO_HOST_POLL_MS 50
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct addrinfo *, freeaddrinfo);
+DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
 
 /* A decimal number without sign, spaces or leading junk, that strtoul() alone would accept. */
 static int parse_uint(const char *s, size_t len, unsigned long max, unsigned long *ret)
@@ -560,6 +564,48 @@ static int connect_vsock(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
 	return 0;
 }
 
+/* Opens the port, by udev's link, or, when there is none yet, by looking its name up in sysfs
+ * and opening the node devtmpfs made: in early boot udev links a port only at coldplug, seconds
+ * after the driver made it, and a seeder that waited for that would come after the kernel's CRNG
+ * was initialised without it. */
+static int open_port(const char *path)
+{
+	const char *name = path + strlen(VIRTIO_PORTS_DIR);
+	_cleanup_(closedirp) DIR *d = NULL;
+	struct dirent *e;
+	int fd;
+
+	fd = open(path, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	if (fd >= 0 || errno != ENOENT)
+		return fd >= 0 ? fd : negative_errno();
+	d = opendir(VIRTIO_PORTS_SYSFS);
+	if (!d)
+		return -ENOENT;
+	while ((e = readdir(d))) {
+		char p[sizeof(VIRTIO_PORTS_SYSFS) + 2 * NAME_MAX], buf[256];
+		_cleanup_close_ int nfd = -EBADF;
+		ssize_t n;
+
+		if (strncmp(e->d_name, "vport", 5) != 0 || strchr(e->d_name, '/'))
+			continue;
+		snprintf(p, sizeof(p), VIRTIO_PORTS_SYSFS "/%s/name", e->d_name);
+		nfd = open(p, O_RDONLY | O_CLOEXEC);
+		if (nfd < 0)
+			continue;
+		n = read(nfd, buf, sizeof(buf) - 1);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		buf[strcspn(buf, "\n")] = '\0';
+		if (strcmp(buf, name) != 0)
+			continue;
+		snprintf(p, sizeof(p), "/dev/%s", e->d_name);
+		fd = open(p, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+		return fd >= 0 ? fd : negative_errno();
+	}
+	return -ENOENT;
+}
+
 /* A virtio-serial port is a character device with no connect(): it opens at once, and whether
  * the host's end (QEMU's chardev, connected to a broker) is there shows in poll() as POLLHUP,
  * while writes would block. So open it, then wait until the host side is connected. A stream
@@ -571,9 +617,9 @@ static int connect_virtio(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
 	_cleanup_close_ int fd = -EBADF;
 	int flags;
 
-	fd = open(uri->path, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	fd = open_port(uri->path);
 	if (fd < 0)
-		return negative_errno();
+		return fd;
 	for (;;) {
 		struct pollfd p = {.fd = fd, .events = POLLOUT};
 		int64_t left = deadline >= 0 ? deadline - now_ms() : VIRTIO_HOST_POLL_MS;

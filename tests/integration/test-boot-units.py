@@ -3,9 +3,10 @@
 """The kernel seeders' units say what their place in boot depends on: eb-seed-vsock.service runs
 with no default dependencies before sysinit.target, cryptsetup-pre.target,
 systemd-random-seed.service and ssh.service, only in a VM, with the vsock transport loaded and
-nothing that waits for the network or the random seed; eb-seed-virtio.service has the same place
-but is started by its virtio-serial port's device unit and bound to it, so a guest without the
-port never waits, and gives up on a silent host within 20 s; eb-seed.service waits for the network and
+nothing that waits for the network or the random seed; eb-seed-virtio.service has the same place,
+with the port's driver loaded and ahead of udev's coldplug, started by sysinit.target and again by the port's device unit but
+never waiting for that device (udev makes it too late, and a guest without the port would wait
+for it), and it gives up on a missing port or a silent host within 20 s; eb-seed.service waits for the network and
 still comes before ssh.service; both have a --timeout shorter than systemd's; every kernel sink
 keeps CAP_SYS_ADMIN and nothing else. Read from the unit files as built (systemd-analyze verify
 in test-units.py checks that systemd accepts them); the checker is run on broken copies too, so
@@ -16,7 +17,7 @@ import re
 from eblib import BUILD, check, main
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-LISTS = {"Before", "After", "Wants", "Requires", "BindsTo", "Conflicts", "WantedBy",
+LISTS = {"Before", "After", "Wants", "Requires", "BindsTo", "Requisite", "Conflicts", "WantedBy",
          "LoadCredential"}
 PORT_DEVICE = r"dev-virtio\x2dports-org.entropy\x2dbroker.seed.0.device"
 
@@ -127,11 +128,19 @@ def check_virtio(text):
     m = re.search(r"--timeout[= ](\d+)", cmd)
     if m and int(m.group(1)) > 20:
         problems.append(f"--timeout={m.group(1)}: a silent host holds up boot for longer than 20 s")
-    # Started by the port, never by a target: a guest without the port must not wait for it.
-    if u.get(("Install", "WantedBy")) != [PORT_DEVICE]:
-        problems.append(f"not WantedBy={PORT_DEVICE} alone ({u.get(('Install', 'WantedBy'))})")
-    if PORT_DEVICE not in unit("BindsTo") or PORT_DEVICE not in unit("After"):
-        problems.append(f"not BindsTo= and After= {PORT_DEVICE}")
+    # Early by sysinit.target, and again when the port appears; never waiting for the device
+    # unit, which udev makes only at coldplug and a guest without the port never gets.
+    if set(u.get(("Install", "WantedBy"), [])) != {"sysinit.target", PORT_DEVICE}:
+        problems.append(f"not WantedBy=sysinit.target {PORT_DEVICE} ({u.get(('Install', 'WantedBy'))})")
+    waits = unit("After") | unit("Requires") | unit("BindsTo") | unit("Requisite")
+    if PORT_DEVICE in waits:
+        problems.append(f"waits for {PORT_DEVICE}")
+    modprobe = "modprobe@virtio_console.service"
+    if modprobe not in unit("Wants") or modprobe not in unit("After"):
+        problems.append(f"not Wants= and After= {modprobe}")
+    # Not competing with coldplug for the CPU, where it lost its race with the jitter loop.
+    if "systemd-udev-trigger.service" not in unit("Before"):
+        problems.append("not Before=systemd-udev-trigger.service")
     # The port is a real device node: a private /dev would hide it.
     if u.get(("Service", "PrivateDevices"), ["no"])[-1] != "no":
         problems.append("PrivateDevices= hides the port")
@@ -193,9 +202,11 @@ def test():
     virtio = load("eb-seed-virtio.service")
     broken = {
         "default dependencies": virtio.replace("DefaultDependencies=no", "DefaultDependencies=yes"),
-        "a target that waits for the port": virtio.replace(
-            "WantedBy=" + PORT_DEVICE, "WantedBy=sysinit.target"),
-        "no binding to the port": virtio.replace("BindsTo=" + PORT_DEVICE + "\n", ""),
+        "only the device to start it": virtio.replace("WantedBy=sysinit.target\n", ""),
+        "no start by the device": virtio.replace("WantedBy=" + PORT_DEVICE, ""),
+        "a wait for the device": virtio.replace("[Service]", f"[Unit]\nBindsTo={PORT_DEVICE}\nAfter={PORT_DEVICE}\n[Service]"),
+        "no driver": virtio.replace("After=modprobe@virtio_console.service\n", ""),
+        "coldplug alongside": virtio.replace("Before=systemd-udev-trigger.service\n", ""),
         "after the random seed": virtio.replace("[Service]", "[Unit]\nAfter=systemd-random-seed.service\n[Service]"),
         "a long wait for the host": virtio.replace("--timeout=15", "--timeout=40").replace(
             "TimeoutStartSec=25s", "TimeoutStartSec=50s"),

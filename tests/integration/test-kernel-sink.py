@@ -280,6 +280,17 @@ def test():
         check(p.returncode == 0 and adds(ioctls(log)) == [(256, 32)],
               "with a dead broker first, --oneshot seeds from the second")
 
+        # No broker at all: it gives up by itself just before --timeout, in one line that says
+        # why, rather than meeting the hard limit.
+        p, took = sink(log, "-b", "unix:" + os.path.join(b.tmp, "nobody.sock"), "--oneshot",
+                       "--timeout", "2")
+        err = p.stderr.decode(errors="replace")
+        lines = [l for l in err.splitlines() if "giving up" in l]
+        check(p.returncode == 1 and took < 2.5 and len(lines) == 1 and
+              "Cannot reach a broker: cannot connect to unix:" in lines[0] and
+              "giving up with 0 of 256 bits credited" in lines[0],
+              f"with no broker it exits 1 in {took:.1f} s with one line saying why ({lines})")
+
         # Persistent mode on 5.18+: seed, READY, then a mix and a forced reseed each interval.
         notify = os.path.join(b.tmp, "notify")
         n = Notify(notify)
