@@ -1,0 +1,158 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# Early-boot seeding that arrives first, in numbers. The same guest image (eb-seed-virtio.service
+# enabled: sysinit.target and the port's device unit want it) boots on a CPU without RDRAND or RDSEED
+# (qemu64,-rdrand,-rdseed) in four ways, and the scenario prints when the kernel said
+# "crng init done" and what the seeder logged:
+#   a  no seeding: no port, no virtio-rng;
+#   b  virtio-rng backed by QEMU's rng-egd on the host's eb-sink-egd, which draws from a host
+#      broker (the documented first choice);
+#   c  eb-seed-virtio.service: the port org.entropy-broker.seed.0, QEMU's chardev connected to the
+#      host broker's unix+tls listener, the guest's key and user as SMBIOS credentials;
+#   d  as c with the host side absent (nothing listens behind the chardev).
+# It fails unless b and c initialise the CRNG earlier than a, c's seeder logs that it credited
+# the kernel before it was initialised, and in d the guest boots with the seeder having logged
+# one line and given up within its 15 s bound. "Earlier" is counted from PID 1's start: the
+# kernel and initramfs before it took 3.6 to 25 s in runs on a loaded 2-core host, which has
+# nothing to do with seeding and would decide a comparison of kernel-clock times by itself.
+# order: 82
+# vm: own
+set -euo pipefail
+# shellcheck source=../lib/scenario.sh
+source "$EB_VM_LIB/scenario.sh"
+
+need usr/sbin/eb-brokerd -- "issue 'core slice' not landed"
+need_program eb-sink-kernel "issue 'Sinks' (kernel sink) not landed"
+need_program eb-sink-egd "issue 'Sinks' (EGD sink) not landed"
+need_program eb-source-file "issue 'core slice' (eb-source-file) not landed"
+need lib/systemd/system/eb-seed-virtio.service -- "issue 10 (virtio-serial seeder) not landed"
+checks_done
+
+d=$EB_VM_SCENARIO_DIR
+cpu=qemu64,-rdrand,-rdseed
+port=org.entropy-broker.seed.0
+wants='/etc/systemd/system/dev-virtio\x2dports-org.entropy\x2dbroker.seed.0.device.wants'
+
+# crng_time: seconds from kernel start to "crng init done" in the current guest, to 0.01 s.
+crng_time() {
+	guest "dmesg | sed -n 's/^\[ *\([0-9.]*\)\] random: crng init done.*/\1/p' | head -n 1" |
+		awk 'NF { printf "%.2f\n", $1 }'
+}
+# since_pid1 T: T (kernel clock) less the moment PID 1 started, to 0.01 s.
+since_pid1() {
+	local u
+	u=$(guest 'systemctl show -P UserspaceTimestampMonotonic')
+	awk -v t="$1" -v u="$u" 'BEGIN { printf "%.2f\n", t - u / 1e6 }'
+}
+# seeder_log: what eb-sink-kernel logged this boot (an early-boot process's entries may lack
+# _SYSTEMD_UNIT, so by its identifier), with kernel-clock times.
+seeder_log() { guest 'journalctl -b --no-pager -o short-monotonic -t eb-sink-kernel'; }
+earlier() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x + 0 < y + 0) }'; }
+# timeline: the boot's milestones for seeding, into the scenario's log (not the report).
+timeline() {
+	guest 'journalctl -b --no-pager -o short-monotonic |
+		grep -E "crng|random|hwrng|virtio|vport|eb-seed|eb-sink|sysinit.target|udev-trigger|Startup finished" |
+		head -n 60' || true
+}
+
+step "the guest image: eb-seed-virtio.service enabled, as systemctl enable does"
+cp --sparse=always "$EB_VM_ROOTIMG" "$d/seed.img"
+for w in /etc/systemd/system/sysinit.target.wants "$wants"; do
+	debugfs -w -R "mkdir $w" "$d/seed.img" >/dev/null 2>&1 || true
+	debugfs -w -R "symlink $w/eb-seed-virtio.service /usr/lib/systemd/system/eb-seed-virtio.service" \
+		"$d/seed.img" >/dev/null 2>&1 || fail "debugfs could not enable eb-seed-virtio.service in $w"
+done
+export EB_VM_ROOTIMG=$d/seed.img
+
+step "host: a broker with the guest's user, filled; eb-sink-egd on it"
+key=$(head -c 32 /dev/urandom | od -An -tx1 -v | tr -d ' \n')
+mkdir -p "$d/host"
+printf '%s\n' "$key" >"$d/host/vm1.key"
+chmod 0600 "$d/host/vm1.key"
+printf '\n[user vm1]\nrole = sink\nkey-file = %s\n' "$d/host/vm1.key" >"$d/host/users.conf"
+host_broker "$d/host" "unix+tls:$d/host/virtio.sock"
+head -c 65536 /dev/urandom | "$(host_program eb-source-file)" -b "$HOST_BROKER" --credit-per-byte 8 - ||
+	fail "could not fill the host broker"
+"$(host_program eb-sink-egd)" -b "$HOST_BROKER" -l "unix:$d/egd.sock" >"$d/egd.log" 2>&1 &
+_EB_HOST_PIDS+=($!)
+for ((i = 0; i < 100; i++)); do
+	[[ -S $d/egd.sock ]] && break
+	sleep 0.1
+done
+[[ -S $d/egd.sock ]] || fail "eb-sink-egd did not listen: $(tail -n 3 "$d/egd.log" | tr '\n' ' ')"
+
+creds=(-smbios "type=11,value=io.systemd.credential:eb.key=$key"
+	-smbios "type=11,value=io.systemd.credential:eb.user=vm1")
+row() { printf '%-2s %-28s %-10s %-12s %s\n' "$@"; }
+table=("$(row '' boot 'crng init' 'after PID 1' 'the seeder says')")
+
+step "a: no seeding"
+own_vm "$d/a" --cpu "$cpu"
+guest 'grep -qw rdrand /proc/cpuinfo && echo "CPU has RDRAND" || echo "CPU without RDRAND"' | grep -qx 'CPU without RDRAND' ||
+	fail "the guest's CPU has RDRAND: the kernel would not wait"
+ta=$(crng_time)
+timeline
+[[ -n $ta ]] || fail "a: no 'crng init done' in dmesg"
+ra=$(since_pid1 "$ta")
+[[ $(guest 'systemctl show -P ConditionResult eb-seed-virtio.service') == no ]] ||
+	fail "a: eb-seed-virtio.service did not skip itself in a guest given no key"
+table+=("$(row a 'no seeding' "$ta s" "$ra s" '-')")
+vm_stop "$d/a"
+
+step "b: virtio-rng, QEMU's rng-egd on the host's eb-sink-egd"
+own_vm "$d/b" --cpu "$cpu" -- -chardev "socket,id=egdc,path=$d/egd.sock" \
+	-object rng-egd,id=egd0,chardev=egdc \
+	-device virtio-rng-pci,rng=egd0,max-bytes=4096,period=1000
+tb=$(crng_time)
+timeline
+[[ -n $tb ]] || fail "b: no 'crng init done' in dmesg"
+rb=$(since_pid1 "$tb")
+rng=$(guest 'cat /sys/class/misc/hw_random/rng_current')
+[[ $rng == virtio_rng.* ]] || fail "b: the guest's hwrng is '$rng', not virtio-rng"
+table+=("$(row b 'virtio-rng from eb-sink-egd' "$tb s" "$rb s" "(the kernel's hwrng thread) rng_current=$rng")")
+vm_stop "$d/b"
+
+step "c: eb-seed-virtio.service over the port, host side on the broker's unix+tls listener"
+own_vm "$d/c" --cpu "$cpu" -- -chardev "socket,id=seed,path=$d/host/virtio.sock,reconnect=1" \
+	-device "virtserialport,chardev=seed,name=$port" "${creds[@]}"
+diag 'systemctl status --no-pager eb-seed-virtio.service; journalctl -b --no-pager -o short-monotonic -t eb-sink-kernel -u eb-seed-virtio.service'
+tc=$(crng_time)
+timeline
+[[ -n $tc ]] || fail "c: no 'crng init done' in dmesg"
+rc=$(since_pid1 "$tc")
+log=$(seeder_log)
+echo "$log"
+line=$(grep -m1 'Credited [0-9]* bits from virtio:' <<<"$log") ||
+	fail "c: eb-seed-virtio.service logged no 'Credited N bits from virtio:...'"
+table+=("$(row c 'eb-seed-virtio.service' "$tc s" "$rc s" "${line#*eb-sink-kernel*: }")")
+grep -q 'was not initialised before them and is now' <<<"$line" ||
+	fail "c: the seeder did not credit the kernel before it was initialised: $line"
+[[ $(guest 'systemctl show -P Result eb-seed-virtio.service') == success ]] ||
+	fail "c: eb-seed-virtio.service did not succeed"
+vm_stop "$d/c"
+_EB_DIAG=()
+
+step "d: the same, with nothing behind the host side of the port"
+own_vm "$d/d" --cpu "$cpu" -- -chardev "socket,id=seed,path=$d/nobody.sock,reconnect=1" \
+	-device "virtserialport,chardev=seed,name=$port" "${creds[@]}"
+diag 'systemctl status --no-pager eb-seed-virtio.service; journalctl -b --no-pager -o short-monotonic -t eb-sink-kernel -u eb-seed-virtio.service'
+td=$(crng_time)
+rd=$(since_pid1 "${td:-0}")
+[[ $(guest 'systemctl show -P Result eb-seed-virtio.service') == exit-code ]] ||
+	fail "d: eb-seed-virtio.service did not fail as it should with no host"
+log=$(seeder_log)
+echo "$log"
+errors=$(grep -cE 'giving up|--timeout reached' <<<"$log" || true)
+((errors == 1)) || fail "d: the seeder logged $errors lines on giving up, not one"
+line=$(grep -E 'giving up|--timeout reached' <<<"$log")
+grep -q "Cannot reach a broker: cannot connect to virtio:$port: Transport endpoint is not connected" <<<"$line" ||
+	fail "d: the seeder's line does not say that the host side never connected: $line"
+# From its first line (when its --timeout starts) to its last, by the kernel's clock.
+took=$(sed -n 's/^\[ *\([0-9.]*\)\].*/\1/p' <<<"$log" | sed -n '1p;$p' | paste -sd' ' |
+	awk '{ printf "%.1f", $2 - $1 }')
+awk -v t="$took" 'BEGIN { exit !(t <= 15.5) }' || fail "d: the seeder took $took s to give up, more than its 15 s bound"
+table+=("$(row d 'c with the host side absent' "${td:-?} s" "$rd s" "gave up after $took s: ${line#*eb-sink-kernel*: }")")
+
+report "${table[@]}"
+earlier "$rb" "$ra" || fail "b: crng init done $rb s after PID 1 started, not earlier than $ra s without seeding"
+earlier "$rc" "$ra" || fail "c: crng init done $rc s after PID 1 started, not earlier than $ra s without seeding"
