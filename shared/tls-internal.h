@@ -12,7 +12,6 @@ struct eb_tls_peer {
 	char identity[EB_KIND_MAX + 4]; /* printable copy of the PSK identity offered; "..." ends
 	                                 * one longer than EB_KIND_MAX */
 	bool known;                     /* the identity named a configured user */
-	bool too_long;                  /* longer than any user name: never looked up */
 	unsigned offered;               /* identities offered so far in this handshake */
 };
 

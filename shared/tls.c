@@ -104,22 +104,22 @@ static int find_session(SSL *ssl, const unsigned char *identity, size_t identity
 	struct server_data *d = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ctx_index);
 	struct eb_tls_peer *peer;
 	uint8_t key[EB_KEY_SIZE];
-	bool printable = true;
+	bool printable = true, too_long = identity_len > EB_KIND_MAX;
 	size_t shown;
 
 	*ret = NULL;
 	peer = peer_record(ssl);
 	if (!peer)
 		return 0;
+	/* Past the first few: no session for this one either, and the handshake fails for want of
+	 * a PSK. */
 	if (peer->offered++ >= PEER_LOOKUPS_MAX)
-		return 1; /* No session for this one either; the handshake fails for want of a PSK.
-		           */
+		return 1;
 
 	/* The identity is the peer's first word to us: keep a printable copy, since it ends up in
 	 * a log line when the user is unknown. One longer than any user name can be is nobody,
 	 * and is not looked up under a shortened name: "..." marks it in the log. */
 	peer->known = false;
-	peer->too_long = identity_len > EB_KIND_MAX;
 	shown = MIN(identity_len, (size_t)EB_KIND_MAX);
 	for (size_t i = 0; i < shown; i++) {
 		bool ok = identity[i] >= 0x20 && identity[i] < 0x7f;
@@ -128,10 +128,10 @@ static int find_session(SSL *ssl, const unsigned char *identity, size_t identity
 		printable = printable && ok;
 	}
 	peer->identity[shown] = '\0';
-	if (peer->too_long)
+	if (too_long)
 		memcpy(peer->identity + shown, "...", sizeof("..."));
 	/* Only the bytes as sent name a user: "al\001ce" is not "al?ce". */
-	if (peer->too_long || !printable || d->lookup(peer->identity, key, d->userdata) < 0)
+	if (too_long || !printable || d->lookup(peer->identity, key, d->userdata) < 0)
 		return 1; /* No session: the handshake fails for want of a PSK. */
 	peer->known = true;
 	*ret = psk_session(ssl, key);
