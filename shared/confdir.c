@@ -44,40 +44,39 @@ static int scan(const char *dir, struct entry **e, size_t *n)
 	if (!d)
 		return errno == ENOENT || errno == ENOTDIR ? 0 : negative_errno();
 	while ((errno = 0, de = readdir(d))) {
-		char *path = NULL, *name = NULL;
+		struct entry *x;
 		size_t i;
 
 		if (!is_dropin(de->d_name))
 			continue;
-		if (asprintf(&path, "%s/%s", dir, de->d_name) < 0 || !(name = strdup(de->d_name))) {
-			free(path);
-			r = -ENOMEM;
-			break;
-		}
-		for (i = 0; i < *n && strcmp((*e)[i].name, name) != 0; i++)
+		for (i = 0; i < *n && strcmp((*e)[i].name, de->d_name) != 0; i++)
 			;
 		if (i == *n) {
 			struct entry *t;
 
 			if (*n >= EB_CONFDIR_FILES_MAX) {
-				free(path);
-				free(name);
 				r = -E2BIG;
 				break;
 			}
 			t = reallocarray(*e, *n + 1, sizeof(**e));
 			if (!t) {
-				free(path);
-				free(name);
 				r = -ENOMEM;
 				break;
 			}
 			*e = t;
 			(*e)[(*n)++] = (struct entry){};
 		}
-		free((*e)[i].name);
-		free((*e)[i].path);
-		(*e)[i] = (struct entry){.name = name, .path = path};
+		/* A new entry gets its name; one seen in an earlier directory keeps it and gets
+		 * this directory's path. On failure the half-made entry is freed with the rest. */
+		x = &(*e)[i];
+		free(x->path);
+		x->path = NULL;
+		if ((!x->name && !(x->name = strdup(de->d_name))) ||
+		    asprintf(&x->path, "%s/%s", dir, de->d_name) < 0) {
+			x->path = NULL;
+			r = -ENOMEM;
+			break;
+		}
 	}
 	if (r == 0 && errno != 0)
 		r = negative_errno();
