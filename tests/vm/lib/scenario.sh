@@ -176,7 +176,7 @@ acm_feed() {
 
 # acm_tty_of N: the guest-side tty (ttyACMx) of fake device N, found by its serial number.
 acm_tty_of() {
-	vm_exec "for t in /sys/class/tty/ttyACM*; do
+	vm_exec "udevadm settle --timeout=30; for t in /sys/class/tty/ttyACM*; do
 		udevadm info -q property \"/dev/\${t##*/}\" | grep -qx 'ID_SERIAL_SHORT=EBTEST000$1' && echo \${t##*/}; done; true"
 }
 

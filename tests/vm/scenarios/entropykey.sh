@@ -27,31 +27,12 @@ diag 'journalctl -b --no-pager -n 60 -u "eb-ekeyd@*" -u "eb-source-egd@*" -u eke
 diag 'ls -laR /run/ekey'
 
 # key N on|off: plugs (creates) or unplugs fake key N on dummy_udc.N.
+# key N on|off: plugs or unplugs fake key N, a USB serial gadget with the Entropy Key's ID.
 key() {
-	local g=/sys/kernel/config/usb_gadget/ebkey$1
-	if [[ $2 == on ]]; then
-		guest "set -e
-			modprobe dummy_hcd num=2; modprobe libcomposite; modprobe usb_f_acm
-			mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
-			mkdir -p $g; cd $g
-			echo 0x20df >idVendor; echo 0x0001 >idProduct
-			mkdir -p strings/0x409 configs/c.1 functions/acm.usb0
-			echo 'Simtec Electronics' >strings/0x409/manufacturer; echo 'Entropy Key' >strings/0x409/product
-			echo EBKEY000$1 >strings/0x409/serialnumber
-			ln -sf $g/functions/acm.usb0 configs/c.1/
-			echo dummy_udc.$1 >UDC" >/dev/null
-	else
-		guest "g=$g; [ -d \$g ] || exit 0; echo '' >\$g/UDC 2>/dev/null || true
-			rm -f \$g/configs/c.1/acm.usb0; rmdir \$g/configs/c.1 \$g/functions/acm.usb0 \$g/strings/0x409 \$g" >/dev/null
-	fi
+	if [[ $2 == on ]]; then acm_gadget "$1" on 20df 0001 'Simtec Electronics' 'Entropy Key'; else acm_gadget "$1" off; fi
 }
 trap 'key 0 off || true; key 1 off || true; _eb_scenario_exit; _eb_host_exit' EXIT
 
-# tty_of N: the guest's tty of fake key N, found by its serial number.
-tty_of() {
-	vm_exec "udevadm settle --timeout=30; for t in /sys/class/tty/ttyACM*; do
-		udevadm info -q property \"/dev/\${t##*/}\" | grep -qx 'ID_SERIAL_SHORT=EBKEY000$1' && echo \${t##*/}; done; true"
-}
 # pair TTY: the two units udev starts for the key on TTY.
 pair() { printf 'eb-ekeyd@%s.service eb-source-egd@-run-ekey-%s-egd.sock.service' "$1" "$1"; }
 active_for() {
@@ -63,8 +44,8 @@ broker_up >/dev/null
 step "plug two Entropy Key look-alikes"
 key 0 on
 key 1 on
-t0=$(tty_of 0)
-t1=$(tty_of 1)
+t0=$(acm_tty_of 0)
+t1=$(acm_tty_of 1)
 [[ -n $t0 && -n $t1 ]] || fail "the fake keys did not both appear as ttyACM (got '$t0' '$t1')"
 guest "udevadm info -q property /dev/$t0 | grep -E '^(ID_VENDOR_ID|ID_MODEL_ID|ID_MM_DEVICE_IGNORE|SYSTEMD_WANTS)='"
 
