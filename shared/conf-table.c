@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: MIT */
+/* The keys a configuration may hold, and the parser of each one's value. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "account.h"
+#include "conf-internal.h"
+#include "macro.h"
+#include "proto.h"
+#include "uri.h"
+
+static int parse_capacity(struct conf_ctx *c, const char *value, void *field);
+static int parse_percent(struct conf_ctx *c, const char *value, void *field);
+static int parse_seed_file(struct conf_ctx *c, const char *value, void *field);
+static int parse_bool(struct conf_ctx *c, const char *value, void *field);
+static int parse_save_interval(struct conf_ctx *c, const char *value, void *field);
+static int parse_status_interval(struct conf_ctx *c, const char *value, void *field);
+static int parse_max_sessions(struct conf_ctx *c, const char *value, void *field);
+static int parse_timeout(struct conf_ctx *c, const char *value, void *field);
+static int parse_listen(struct conf_ctx *c, const char *value, void *field);
+static int parse_roles(struct conf_ctx *c, const char *value, void *field);
+static int parse_key_file(struct conf_ctx *c, const char *value, void *field);
+static int parse_uid(struct conf_ctx *c, const char *value, void *field);
+static int parse_gid(struct conf_ctx *c, const char *value, void *field);
+static int parse_credit(struct conf_ctx *c, const char *value, void *field);
+static int parse_quota(struct conf_ctx *c, const char *value, void *field);
+
+/* Every key the file may hold. A key not here is an error, so that a typo cannot silently leave
+ * a default (say, an unlimited quota) in place. */
+static const struct conf_item items[] = {
+    {CONF_SECTION_BROKER, "capacity-bits", parse_capacity, offsetof(struct eb_conf, capacity_bits),
+     false, "a number 4096..2147483648, multiple of 512"},
+    {CONF_SECTION_BROKER, "low-water-percent", parse_percent,
+     offsetof(struct eb_conf, low_water_pct), false, "a number 0..100"},
+    {CONF_SECTION_BROKER, "high-water-percent", parse_percent,
+     offsetof(struct eb_conf, high_water_pct), false, "a number 0..100"},
+    {CONF_SECTION_BROKER, "seed-file", parse_seed_file, offsetof(struct eb_conf, seed_file), false,
+     "an absolute path, or nothing to disable the seed file"},
+    {CONF_SECTION_BROKER, "credit-seed-file", parse_bool,
+     offsetof(struct eb_conf, credit_seed_file), false, "yes, no, true, false, 1 or 0"},
+    {CONF_SECTION_BROKER, "seed-save-interval-sec", parse_save_interval,
+     offsetof(struct eb_conf, seed_save_interval_s), false, "a number of seconds 1..604800"},
+    {CONF_SECTION_BROKER, "status-interval-sec", parse_status_interval,
+     offsetof(struct eb_conf, status_interval_s), false, "a number of seconds 1..86400"},
+    {CONF_SECTION_BROKER, "max-sessions", parse_max_sessions,
+     offsetof(struct eb_conf, max_sessions), false, "a number 1..65536"},
+    {CONF_SECTION_BROKER, "max-local-sessions", parse_max_sessions,
+     offsetof(struct eb_conf, max_local_sessions), false, "a number 1..65536"},
+    {CONF_SECTION_BROKER, "max-handshakes", parse_max_sessions,
+     offsetof(struct eb_conf, max_handshakes), false, "a number 1..65536"},
+    {CONF_SECTION_BROKER, "max-handshakes-per-address", parse_max_sessions,
+     offsetof(struct eb_conf, max_handshakes_per_address), false, "a number 1..65536"},
+    {CONF_SECTION_BROKER, "hello-timeout-sec", parse_timeout,
+     offsetof(struct eb_conf, hello_timeout_s), false, "a number of seconds 1..3600"},
+    {CONF_SECTION_BROKER, "frame-timeout-sec", parse_timeout,
+     offsetof(struct eb_conf, frame_timeout_s), false, "a number of seconds 1..3600"},
+    {CONF_SECTION_BROKER, "listen", parse_listen, offsetof(struct eb_conf, listen), true,
+     "tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH or vsock://CID[:PORT]"},
+    {CONF_SECTION_USER, "role", parse_roles, offsetof(struct eb_user, roles), false,
+     "a comma-separated list of source, sink, admin"},
+    {CONF_SECTION_USER, "key-file", parse_key_file, offsetof(struct eb_user, key_file), false,
+     "an absolute path"},
+    {CONF_SECTION_USER, "unix-uid", parse_uid, offsetof(struct eb_user, unix_uid), false,
+     "a uid or a user name"},
+    {CONF_SECTION_USER, "unix-gid", parse_gid, offsetof(struct eb_user, unix_gid), false,
+     "a gid or a group name"},
+    {CONF_SECTION_USER, "max-credit-per-byte", parse_credit,
+     offsetof(struct eb_user, max_credit_per_byte), false, "a number of bits 0..8"},
+    {CONF_SECTION_USER, "quota-bits-per-hour", parse_quota,
+     offsetof(struct eb_user, quota_bits_per_hour), false, "a number of bits, 0 for no quota"},
+    {CONF_SECTION_USER, "max-sessions", parse_max_sessions, offsetof(struct eb_user, max_sessions),
+     false, "a number 1..65536"},
+};
+
+_Static_assert(EB_CONF_LISTEN_MAX == 16, "parse_listen() names the limit");
+_Static_assert(ELEMENTSOF(items) <= 64, "ctx.seen has a bit per item");
+_Static_assert(ELEMENTSOF(items) <= CONF_ITEMS_MAX, "item_place too small");
+
+/* A decimal number with nothing around it: strtoull() alone takes signs, spaces and "0x". */
+static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
+{
+	unsigned long long v;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < min || v > max)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+static int parse_unsigned(const char *value, unsigned min, unsigned max, void *field)
+{
+	uint64_t v;
+	int r;
+
+	r = parse_u64(value, min, max, &v);
+	if (r < 0)
+		return r;
+	*(unsigned *)field = (unsigned)v;
+	return 0;
+}
+
+static int parse_capacity(struct conf_ctx *c, const char *value, void *field)
+{
+	uint64_t v;
+	int r;
+
+	(void)c;
+	r = parse_u64(value, 4096, UINT64_C(1) << 31, &v);
+	if (r < 0)
+		return r;
+	/* The pool conditions input into 512-bit blocks; see eb_pool_new(). */
+	if (v % 512 != 0)
+		return -EINVAL;
+	*(uint64_t *)field = v;
+	return 0;
+}
+
+static int parse_percent(struct conf_ctx *c, const char *value, void *field)
+{
+	(void)c;
+	return parse_unsigned(value, 0, 100, field);
+}
+
+static int parse_save_interval(struct conf_ctx *c, const char *value, void *field)
+{
+	(void)c;
+	return parse_unsigned(value, 1, 7 * 24 * 3600, field);
+}
+
+static int parse_status_interval(struct conf_ctx *c, const char *value, void *field)
+{
+	(void)c;
+	return parse_unsigned(value, 1, 24 * 3600, field);
+}
+
+static int parse_max_sessions(struct conf_ctx *c, const char *value, void *field)
+{
+	(void)c;
+	return parse_unsigned(value, 1, 65536, field);
+}
+
+static int parse_timeout(struct conf_ctx *c, const char *value, void *field)
+{
+	(void)c;
+	return parse_unsigned(value, 1, 3600, field);
+}
+
+static int parse_credit(struct conf_ctx *c, const char *value, void *field)
+{
+	(void)c;
+	return parse_unsigned(value, 0, 8, field);
+}
+
+static int parse_quota(struct conf_ctx *c, const char *value, void *field)
+{
+	(void)c;
+	return parse_u64(value, 0, UINT64_MAX, field);
+}
+
+static int parse_bool(struct conf_ctx *c, const char *value, void *field)
+{
+	(void)c;
+	if (strcasecmp(value, "yes") == 0 || strcasecmp(value, "true") == 0 ||
+	    strcmp(value, "1") == 0)
+		*(bool *)field = true;
+	else if (strcasecmp(value, "no") == 0 || strcasecmp(value, "false") == 0 ||
+	         strcmp(value, "0") == 0)
+		*(bool *)field = false;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int set_string(const char *value, void *field)
+{
+	char *s = strdup(value);
+
+	if (!s)
+		return -ENOMEM;
+	free(*(char **)field);
+	*(char **)field = s;
+	return 0;
+}
+
+static int parse_seed_file(struct conf_ctx *c, const char *value, void *field)
+{
+	(void)c;
+	if (value[0] != '\0' && value[0] != '/')
+		return -EINVAL;
+	return set_string(value, field);
+}
+
+static int parse_key_file(struct conf_ctx *c, const char *value, void *field)
+{
+	(void)c;
+	if (value[0] != '/')
+		return -EINVAL;
+	return set_string(value, field);
+}
+
+static int parse_listen(struct conf_ctx *c, const char *value, void *field)
+{
+	char **listen = field;
+	struct eb_uri u;
+	int r;
+
+	r = eb_uri_parse(value, &u);
+	if (r < 0)
+		return r;
+	/* The same address twice would fail only later, at bind(), and less clearly. */
+	for (unsigned i = 0; i < c->conf->n_listen; i++) {
+		char a[512], b[512];
+		struct eb_uri o;
+
+		if (eb_uri_parse(listen[i], &o) >= 0 &&
+		    strcmp(eb_uri_to_string(&o, a, sizeof(a)),
+		           eb_uri_to_string(&u, b, sizeof(b))) == 0) {
+			c->reason = "this address is already listed";
+			return -EEXIST;
+		}
+	}
+	if (c->conf->n_listen >= EB_CONF_LISTEN_MAX) {
+		c->reason = "too many listen addresses (at most 16)";
+		return -E2BIG;
+	}
+	listen[c->conf->n_listen] = strdup(value);
+	if (!listen[c->conf->n_listen])
+		return -ENOMEM;
+	c->conf->n_listen++;
+	return 0;
+}
+
+/* A number is an id; anything else is looked up as a name, through NSS as the system would. */
+static int parse_account(struct conf_ctx *c, enum eb_account_kind kind, const char *value,
+                         uint32_t *ret)
+{
+	int r;
+
+	r = eb_account_resolve(kind, value, ret);
+	if (r == -EINVAL || r == -ENOMEM)
+		return r;
+	if (r == -ESRCH)
+		c->reason = kind == EB_ACCOUNT_USER ? "no such user" : "no such group";
+	else if (r < 0)
+		c->reason = kind == EB_ACCOUNT_USER ? "user lookup failed" : "group lookup failed";
+	return r < 0 ? -ESRCH : 0;
+}
+
+static int parse_uid(struct conf_ctx *c, const char *value, void *field)
+{
+	uint32_t id;
+	int r;
+
+	r = parse_account(c, EB_ACCOUNT_USER, value, &id);
+	if (r < 0)
+		return r;
+	*(uid_t *)field = id;
+	c->conf->users[c->user].has_uid = true;
+	return 0;
+}
+
+static int parse_gid(struct conf_ctx *c, const char *value, void *field)
+{
+	uint32_t id;
+	int r;
+
+	r = parse_account(c, EB_ACCOUNT_GROUP, value, &id);
+	if (r < 0)
+		return r;
+	*(gid_t *)field = id;
+	c->conf->users[c->user].has_gid = true;
+	return 0;
+}
+
+static int parse_roles(struct conf_ctx *c, const char *value, void *field)
+{
+	unsigned roles = 0;
+	const char *p = value;
+
+	(void)c;
+	for (;;) {
+		size_t n;
+
+		p += strspn(p, " \t");
+		n = strcspn(p, ", \t");
+		if (n == 6 && strncmp(p, "source", n) == 0)
+			roles |= EB_ROLE_SOURCE;
+		else if (n == 4 && strncmp(p, "sink", n) == 0)
+			roles |= EB_ROLE_SINK;
+		else if (n == 5 && strncmp(p, "admin", n) == 0)
+			roles |= EB_ROLE_ADMIN;
+		else
+			return -EINVAL;
+		p += n;
+		p += strspn(p, " \t");
+		if (*p == '\0')
+			break;
+		if (*p != ',')
+			return -EINVAL;
+		p++;
+	}
+	*(unsigned *)field = roles;
+	return 0;
+}
+
+void conf_listen_clear(struct eb_conf *conf)
+{
+	for (unsigned i = 0; i < conf->n_listen; i++) {
+		free(conf->listen[i]);
+		conf->listen[i] = NULL;
+	}
+	conf->n_listen = 0;
+}
+
+const struct conf_item *conf_find_item(enum conf_section s, const char *key, size_t *ret_index)
+{
+	for (size_t i = 0; i < ELEMENTSOF(items); i++)
+		if (items[i].section == s && strcmp(items[i].key, key) == 0) {
+			*ret_index = i;
+			return &items[i];
+		}
+	return NULL;
+}
