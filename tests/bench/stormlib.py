@@ -1,0 +1,164 @@
+# SPDX-License-Identifier: MIT
+"""What the boot-storm and idle benchmarks share: a broker configured for thousands of sinks,
+filled before the clock starts, the load generator, and /proc readings of a process."""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+import eblib  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+BLOCK_BITS = 512  # a full-entropy request costs whole 512-bit pool blocks
+BLOCK_INPUT = 72  # bytes of 8-bit-per-byte input per block (576 credited bits)
+
+
+def cpu_seconds(pid):
+    """utime + stime of a live process (all its threads), from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def status_kib(pid, field):
+    """A kB figure from /proc/PID/status: VmRSS, VmHWM ..."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def ctxt_switches(pid):
+    """Voluntary and involuntary context switches of every thread: each voluntary one is a
+    wakeup after the process slept."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches:",
+                                        "nonvoluntary_ctxt_switches:")):
+                        total += int(line.split()[1])
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def reset_hwm(pid):
+    """Resets VmHWM to the current RSS (clear_refs 5, Linux 4.0+), so that the next reading is
+    the peak of what follows; False when not permitted."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def n_fds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def wait_for(cond, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise eblib.Failure(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def pool_bits(broker):
+    """The pool's level, asked over unix as the local admin."""
+    raw = eblib.Raw(broker.sock)
+    try:
+        mtype, _ = raw.hello(eblib.ROLE_ADMIN)
+        if mtype != eblib.MSG["WELCOME"]:
+            raise eblib.Failure(f"no WELCOME for the admin: {broker.read_log()[-2000:]}")
+        raw.send(eblib.MSG["STATUS_REQ"])
+        mtype, payload = raw.recv()
+        if mtype != eblib.MSG["STATUS"]:
+            raise eblib.Failure("no STATUS")
+        return int.from_bytes(payload[:8], "big")
+    finally:
+        raw.close()
+
+
+def client_path():
+    return os.path.join(eblib.BUILD, "tests", "bench", "bench-storm-client")
+
+
+def parse_kv(line):
+    out = {}
+    for m in re.finditer(r"(\w+)=([\d.]+)", line):
+        v = m.group(2)
+        out[m.group(1)] = float(v) if "." in v else int(v)
+    return out
+
+
+class StormBroker:
+    """A broker under systemd-socket-activate for `sessions` network sessions at once, with
+    `users` sink users (vm0, vm1 ... each with its own key), a local source/admin over unix, and
+    a pool big enough for `seeds` seeds of 256 bits, filled before anything is measured."""
+
+    def __init__(self, build, sessions, users, seeds):
+        eblib.BUILD = build
+        self.build = build
+        self.tmp = tempfile.mkdtemp(prefix="eb-storm-")
+        # Each seed spends one 512-bit block; the source stops at high water (90 %), so the
+        # pool is sized for the storm's blocks well below that.
+        blocks = seeds + 64
+        capacity = max(1 << 20, -(-blocks * BLOCK_BITS * 10 // 8 // BLOCK_BITS) * BLOCK_BITS)
+        self.fill_bits = blocks * BLOCK_BITS
+        spec = {f"vm{i}": {"role": "sink"} for i in range(users)}
+        spec["local"] = {"role": "source, sink, admin", "key": False,
+                         "unix-uid": os.getuid(), "max-credit-per-byte": 8}
+        extra = (f"max-sessions = {sessions + 64}\nmax-handshakes = {sessions}\n"
+                 f"max-handshakes-per-address = {sessions}\n")
+        self.broker = eblib.Broker(spec, broker_extra=extra, tmp=self.tmp, capacity=capacity)
+        # One user's sessions are capped at 256 by default: a user per VM is what a storm
+        # looks like, so the cap is raised only as far as the users are fewer than sessions.
+        per_user = max(256, -(-sessions // users) + 8)
+        with open(self.broker.conf) as f:
+            conf = f.read()
+        conf = re.sub(r"(\[user vm\d+\]\nrole = sink\n)", rf"\1max-sessions = {per_user}\n", conf)
+        with open(self.broker.conf, "w") as f:
+            f.write(conf)
+        self.users_file = os.path.join(self.tmp, "users")
+        with open(self.users_file, "w") as f:
+            for i in range(users):
+                f.write(f"vm{i} {self.broker.keys[f'vm{i}']}\n")
+        self.pid = None
+
+    def start(self):
+        self.broker.start()
+        self.pid = self.broker.proc.pid  # systemd-socket-activate execs the broker
+        # The first connection execs it; the fill's source is that connection.
+        need = self.fill_bits
+        data = os.path.join(self.tmp, "fill")
+        with open(data, "wb") as f:
+            f.write(os.urandom((need // BLOCK_BITS + 16) * BLOCK_INPUT + 4096))
+        src = subprocess.run([os.path.join(self.build, "sources", "eb-source-file"), "-b",
+                              self.broker.unix, "--credit-per-byte=8",
+                              "--max-credit-per-byte=8", data],
+                             capture_output=True, timeout=300)
+        if src.returncode != 0:
+            raise eblib.Failure(f"eb-source-file exited {src.returncode}: "
+                                f"{src.stderr.decode(errors='replace')}")
+        os.unlink(data)
+        level = pool_bits(self.broker)
+        if level < need:
+            raise eblib.Failure(f"the pool holds {level} bits after the fill, not {need}")
+        return self
+
+    def quiet(self, fds, timeout=30):
+        """Waits until the broker holds no more fds than it did with no sessions."""
+        wait_for(lambda: n_fds(self.pid) <= fds, timeout, "the broker's sessions to end")
+
+    def cleanup(self):
+        self.broker.cleanup()
