@@ -14,6 +14,12 @@
 /* Lag predictor depth, as in SP 800-90B 6.3.8. */
 #define LAG_D 128
 
+/* -log2(p) that prints 0 rather than -0 for p = 1. */
+static double bits_of(double p)
+{
+	return 0.0 - log2(p);
+}
+
 static double upper_bound(double p, size_t n)
 {
 	double u = p + Z_ALPHA * sqrt(p * (1.0 - p) / (double)(n - 1));
@@ -31,7 +37,7 @@ static double mcv(const uint8_t *s, size_t n)
 	for (unsigned v = 0; v < 256; v++)
 		if (count[v] > max)
 			max = count[v];
-	return -log2(upper_bound((double)max / (double)n, n));
+	return bits_of(upper_bound((double)max / (double)n, n));
 }
 
 /* 6.3.2 for binary data: the waiting times to the first repeat are 2 (00, 11) or 3; their mean
@@ -65,7 +71,7 @@ static double collision(const uint8_t *b, size_t n)
 	if (x >= 2.5)
 		return 1.0;
 	p = 0.5 + sqrt(1.25 - 0.5 * x);
-	return -log2(p);
+	return bits_of(p);
 }
 
 /* 6.3.3 for binary data: the most likely 128-bit sequence under a first-order Markov model fitted
@@ -98,7 +104,7 @@ static double markov(const uint8_t *b, size_t n)
 	for (unsigned i = 1; i < 6; i++)
 		if (lp[i] > pmax)
 			pmax = lp[i];
-	return fmin(-pmax / 128.0, 1.0);
+	return fmin(0.0 - pmax / 128.0, 1.0);
 }
 
 /* P_local of SP 800-90B 6.3.7 step 9: the p for which a longest run of r - 1 correct predictions
@@ -151,7 +157,7 @@ static double lag(const uint8_t *s, size_t n, unsigned k)
 		pg = upper_bound(pg, predictions);
 	pl = p_local(longest, predictions);
 	/* No predictor does worse than guessing among the k possible values. */
-	return -log2(fmax(fmax(pg, pl), 1.0 / k));
+	return bits_of(fmax(fmax(pg, pl), 1.0 / k));
 }
 
 unsigned eb_estimate_sample_bits(const uint8_t *s, size_t n)
