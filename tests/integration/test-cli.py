@@ -78,7 +78,7 @@ def man_page(name):
 def test():
     version = project_version()
     progs = programs()
-    check({"eb-brokerd", "eb-keygen", *CLIENTS} <= set(progs),
+    check({"eb-brokerd", "eb-keygen", "eb-assess", *CLIENTS} <= set(progs),
           f"the build has every program this test knows ({', '.join(progs)})")
     tmp = tempfile.mkdtemp(prefix="eb-cli-")
     cli = Cli(tmp)
@@ -113,7 +113,7 @@ def test():
             "eb-brokerctl": ["status"],
         }
         rest.update({"eb-source-usb": [], "eb-source-smartcard": []})
-        known = {"eb-brokerd", "eb-keygen", *CLIENTS}
+        known = {"eb-brokerd", "eb-keygen", "eb-assess", *CLIENTS}
 
         for name, path in progs.items():
             # --help and --version.
@@ -166,6 +166,11 @@ def test():
         usage_error(cli, b, ["unexpected"], ['"unexpected"'], "eb-brokerd with an argument")
         k = progs["eb-keygen"]
         usage_error(cli, k, [], ["PATH"], "eb-keygen without PATH")
+        a = progs["eb-assess"]
+        usage_error(cli, a, [], ["FILE"], "eb-assess without FILE")
+        usage_error(cli, a, ["--bits", "9", data], ['--bits "9"'], "eb-assess --bits 9")
+        usage_error(cli, a, ["--claim", "0", data], ['--claim "0"'], "eb-assess --claim 0")
+        usage_error(cli, a, ["--plots"], ["--plots"], "eb-assess --plots without DIR")
         usage_error(cli, progs["eb-source-file"], ["-b", "unix:/nonexistent"], ["PATH"],
                     "eb-source-file without PATH")
         usage_error(cli, progs["eb-sink-file"], ["-b", "unix:/nonexistent"], ["--bytes"],

@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: MIT */
+/* eb-assess: what an administrator wants to know about a capture before trusting the device it
+ * came from: SP 800-90B min-entropy estimates, ent's statistics, what the health tests would
+ * have done, and plots of all three. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "assess-health.h"
+#include "assess-plot.h"
+#include "assess-stats.h"
+#include "estimate.h"
+#include "log.h"
+#include "macro.h"
+
+static unsigned arg_bits;
+static double arg_claim;
+static const char *arg_plots;
+static bool arg_json;
+
+static void help(void)
+{
+	printf(
+	    "Usage: eb-assess [OPTIONS] FILE\n\n"
+	    "Assesses a raw capture (a source's --dump-raw output, one sample per byte) or a\n"
+	    "sink's output: SP 800-90B min-entropy estimates, ent-style statistics, and what the\n"
+	    "SP 800-90B health tests would have done with it. FILE may be - for stdin.\n\n"
+	    "      --bits N          bits per sample, 1-8 (default: the widest sample seen)\n"
+	    "      --claim H         run the health tests as for a source claiming H bits per\n"
+	    "                        sample (default: the estimate)\n"
+	    "  -p, --plots DIR       write histogram.png, pairs.png and health.png into DIR\n"
+	    "      --json            print one JSON object\n"
+	    "  -h, --help            show this help\n"
+	    "      --version         show the version\n"
+	    "\nSee eb-assess(1).\n");
+}
+
+static int parse_args(int argc, char *argv[])
+{
+	enum { ARG_VERSION = 0x100, ARG_BITS, ARG_CLAIM, ARG_JSON };
+	static const struct option options[] = {
+	    {"bits", required_argument, NULL, ARG_BITS},
+	    {"claim", required_argument, NULL, ARG_CLAIM},
+	    {"plots", required_argument, NULL, 'p'},
+	    {"json", no_argument, NULL, ARG_JSON},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, ARG_VERSION},
+	    {},
+	};
+	int c;
+
+	opterr = 0; /* say it ourselves, through the log */
+	while ((c = getopt_long(argc, argv, ":p:h", options, NULL)) >= 0) {
+		char *end;
+
+		switch (c) {
+		case ARG_BITS: {
+			unsigned long v;
+
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno != 0 || end == optarg || *end != '\0' || v < 1 || v > 8) {
+				log_error("Invalid --bits \"%s\": expected 1-8.", optarg);
+				return -EINVAL;
+			}
+			arg_bits = (unsigned)v;
+			break;
+		}
+		case ARG_CLAIM:
+			errno = 0;
+			arg_claim = strtod(optarg, &end);
+			if (errno != 0 || end == optarg || *end != '\0' || !(arg_claim > 0) ||
+			    arg_claim > 8) {
+				log_error(
+				    "Invalid --claim \"%s\": expected bits per sample, more than "
+				    "0 and at most 8.",
+				    optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'p':
+			arg_plots = optarg;
+			break;
+		case ARG_JSON:
+			arg_json = true;
+			break;
+		case 'h':
+			help();
+			return 0;
+		case ARG_VERSION:
+			eb_print_version("eb-assess");
+			return 0;
+		case ':':
+			log_error("Option %s needs an argument; see eb-assess --help.",
+			          argv[optind - 1]);
+			return -EINVAL;
+		case '?':
+			if (optopt)
+				log_error("Unknown option -%c; see eb-assess --help.", optopt);
+			else
+				log_error("Unknown option %s; see eb-assess --help.",
+				          argv[optind - 1]);
+			return -EINVAL;
+		default:
+			return -EINVAL;
+		}
+	}
+	if (optind >= argc) {
+		log_error("Missing FILE; see eb-assess --help.");
+		return -EINVAL;
+	}
+	if (argc - optind > 1) {
+		log_error("Too many arguments: one FILE only; see eb-assess --help.");
+		return -EINVAL;
+	}
+	return 1;
+}
+
+/* Reads at most EB_ESTIMATE_SAMPLES_MAX bytes of path ("-": stdin); *ret_more says whether the
+ * file went on beyond them. */
+static int read_capture(const char *path, uint8_t **ret, size_t *ret_n, bool *ret_more)
+{
+	_cleanup_fclose_ FILE *f = NULL;
+	_cleanup_free_ uint8_t *buf = NULL;
+	size_t n = 0, size = 0;
+	int c;
+
+	if (strcmp(path, "-") == 0)
+		f = fdopen(dup(STDIN_FILENO), "re");
+	else
+		f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	for (;;) {
+		size_t k;
+
+		if (n == size) {
+			uint8_t *p;
+
+			if (size == EB_ESTIMATE_SAMPLES_MAX)
+				break;
+			size = MIN(MAX(size * 2, (size_t)1 << 20), (size_t)EB_ESTIMATE_SAMPLES_MAX);
+			p = realloc(buf, size);
+			if (!p)
+				return -ENOMEM;
+			buf = p;
+		}
+		k = fread(buf + n, 1, size - n, f);
+		n += k;
+		if (k == 0) {
+			if (ferror(f))
+				return -EIO;
+			break;
+		}
+	}
+	c = n == EB_ESTIMATE_SAMPLES_MAX ? fgetc(f) : EOF;
+	*ret_more = c != EOF;
+	*ret = TAKE_PTR(buf);
+	*ret_n = n;
+	return 0;
+}
+
+static void json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+/* NaN (an undefined statistic) as JSON's null. */
+static void json_number(const char *key, double v)
+{
+	if (isnan(v))
+		printf(", \"%s\": null", key);
+	else
+		printf(", \"%s\": %.6f", key, v);
+}
+
+static uint64_t alarms(const struct assess_health *a)
+{
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < a->n_spans; i++)
+		sum += a->spans[i].alarms;
+	return sum;
+}
+
+static void print_json(const char *path, const struct eb_estimate *e, const struct assess_stats *st,
+                       const struct assess_health *a, bool truncated)
+{
+	printf("{\"file\": ");
+	json_string(path);
+	printf(", \"bytes\": %zu, \"truncated\": %s, \"bits\": %u", st->bytes,
+	       truncated ? "true" : "false", e->bits);
+	printf(", \"sp800_90b\": {\"mcv\": %.6f", e->mcv);
+	json_number("lag", e->lag);
+	json_number("bitstring_mcv", e->bit_mcv);
+	json_number("bitstring_collision", e->bit_collision);
+	json_number("bitstring_markov", e->bit_markov);
+	json_number("bitstring_lag", e->bit_lag);
+	json_number("h_original", e->h_original);
+	json_number("h_bitstring", e->h_bitstring);
+	json_number("min_entropy", e->min_entropy);
+	printf("}, \"ent\": {\"entropy\": %.6f", st->entropy);
+	json_number("compression", st->compression);
+	json_number("chi_square", st->chi_square);
+	json_number("chi_square_p", st->chi_p);
+	json_number("mean", st->mean);
+	json_number("monte_carlo_pi", st->pi);
+	json_number("serial_correlation", st->correlation);
+	printf("}, \"health\": {\"claim\": %.6f, \"claim_raised\": %s, \"rct_cutoff\": %u, "
+	       "\"apt_cutoff\": %u, \"apt_window\": %u, \"state\": \"%s\", \"episodes\": %" PRIu64
+	       ", \"alarms\": %" PRIu64 ", \"credited\": %" PRIu64 "}",
+	       a->h, a->h_raised ? "true" : "false", a->health.rct_cutoff, a->health.apt_cutoff,
+	       a->health.apt_window, eb_health_state_to_string(a->health.state), a->health.episodes,
+	       alarms(a), a->health.credited);
+	if (arg_plots) {
+		printf(", \"plots\": {\"histogram\": [%d, %d], \"pairs\": [%d, %d], \"health\": "
+		       "[%d, %d]}",
+		       ASSESS_HISTOGRAM_WIDTH, ASSESS_HISTOGRAM_HEIGHT, ASSESS_PAIRS_WIDTH,
+		       ASSESS_PAIRS_HEIGHT, ASSESS_HEALTH_WIDTH, ASSESS_HEALTH_HEIGHT);
+	}
+	printf("}\n");
+}
+
+static void print_text(const char *path, const struct eb_estimate *e, const struct assess_stats *st,
+                       const struct assess_health *a)
+{
+	struct eb_health_failure fail;
+
+	printf("%s: %zu bytes, samples of %u bits\n\n", path, st->bytes, e->bits);
+	printf("SP 800-90B min-entropy estimates (section 6.3, non-IID):\n");
+	printf("  most common value        %8.4f bits/sample\n", e->mcv);
+	printf("  lag prediction           %8.4f bits/sample\n", e->lag);
+	printf("  bit string: MCV          %8.4f bits/bit\n", e->bit_mcv);
+	printf("  bit string: collision    %8.4f bits/bit\n", e->bit_collision);
+	printf("  bit string: Markov       %8.4f bits/bit\n", e->bit_markov);
+	printf("  bit string: lag          %8.4f bits/bit\n", e->bit_lag);
+	printf("  min-entropy              %8.4f bits/sample = min(%.4f, %u x %.4f)\n\n",
+	       e->min_entropy, e->h_original, e->bits, e->h_bitstring);
+
+	printf("Byte statistics (as ent computes them):\n");
+	printf("  entropy                  %8.4f bits/byte (an optimal coder saves %.2f %%)\n",
+	       st->entropy, st->compression);
+	printf("  chi-square               %8.2f for 255 degrees of freedom (exceeded by chance "
+	       "%.2f %% of the time)\n",
+	       st->chi_square, st->chi_p);
+	printf("  arithmetic mean          %8.4f (127.5 = random)\n", st->mean);
+	if (isnan(st->pi))
+		printf("  Monte Carlo pi           undefined (fewer than 6 bytes)\n");
+	else
+		printf("  Monte Carlo pi           %8.6f (error %.2f %%)\n", st->pi,
+		       100.0 * fabs(st->pi - M_PI) / M_PI);
+	if (isnan(st->correlation))
+		printf("  serial correlation       undefined (every byte the same)\n\n");
+	else
+		printf("  serial correlation       %8.6f (0.0 = uncorrelated)\n\n",
+		       st->correlation);
+
+	printf("SP 800-90B health tests at H = %.4f bits/sample%s:\n", a->h,
+	       a->h_raised ? " (raised: the tests have no cutoffs below it)" : "");
+	printf("  cutoffs                  repetition count %u, adaptive proportion %u in %u\n",
+	       a->health.rct_cutoff, a->health.apt_cutoff, a->health.apt_window);
+	printf("  state at the end         %s, %" PRIu64 " failure episode(s), %" PRIu64
+	       " alarm(s)\n",
+	       eb_health_state_to_string(a->health.state), a->health.episodes, alarms(a));
+	if (eb_health_get_failure(&a->health, &fail) >= 0)
+		printf("  first alarm              %s at sample %" PRIu64 " (count %u, value %u)\n",
+		       eb_health_test_to_string(fail.test), fail.sample, fail.count, fail.value);
+	printf("  creditable samples       %" PRIu64 " of %zu\n", a->health.credited, st->bytes);
+}
+
+static int plot_all(const char *dir, const char *name, const uint8_t *s, size_t n,
+                    const struct assess_stats *st, const struct assess_health *a)
+{
+	static const char *const files[] = {"histogram.png", "pairs.png", "health.png"};
+	int r;
+
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		return log_error_errno(errno, "Failed to create '%s': %m", dir);
+	for (unsigned i = 0; i < ELEMENTSOF(files); i++) {
+		_cleanup_free_ char *path = NULL;
+
+		if (asprintf(&path, "%s/%s", dir, files[i]) < 0)
+			return log_oom();
+		switch (i) {
+		case 0:
+			r = assess_plot_histogram(st, name, path);
+			break;
+		case 1:
+			r = assess_plot_pairs(s, n, name, path);
+			break;
+		default:
+			r = assess_plot_health(a, name, path);
+			break;
+		}
+		if (r < 0)
+			return log_error_errno(r, "Failed to write '%s': %m", path);
+		log_debug("Wrote '%s'.", path);
+	}
+	return 0;
+}
+
+int main(int argc, char *argv[])
+{
+	_cleanup_free_ uint8_t *s = NULL;
+	struct assess_health a = {};
+	struct assess_stats st;
+	struct eb_estimate e;
+	const char *path, *name;
+	unsigned bits;
+	size_t n = 0;
+	bool more = false;
+	int r;
+
+	log_setup(argv[0]);
+	r = parse_args(argc, argv);
+	if (r <= 0)
+		return r < 0 ? 2 : 0;
+	path = argv[optind];
+	name = strcmp(path, "-") == 0 ? "stdin"
+	       : strrchr(path, '/')   ? strrchr(path, '/') + 1
+	                              : path;
+
+	r = read_capture(path, &s, &n, &more);
+	if (r < 0) {
+		log_error_errno(r, "Failed to read '%s': %m", path);
+		return 1;
+	}
+	if (more)
+		log_warning("'%s' is longer than %u bytes; assessing its first %u.", path,
+		            EB_ESTIMATE_SAMPLES_MAX, EB_ESTIMATE_SAMPLES_MAX);
+	if (n < EB_ESTIMATE_SAMPLES_MIN) {
+		log_error("'%s' holds %zu bytes; the estimates need at least %u.", path, n,
+		          EB_ESTIMATE_SAMPLES_MIN);
+		return 1;
+	}
+	bits = eb_estimate_sample_bits(s, n);
+	if (arg_bits > 0) {
+		if (bits > arg_bits) {
+			log_error("'%s' has samples wider than --bits %u.", path, arg_bits);
+			return 1;
+		}
+		bits = arg_bits;
+	}
+	if (arg_claim > bits) {
+		log_error("--claim %g is more than the %u bits a sample has.", arg_claim, bits);
+		return 2;
+	}
+
+	r = eb_estimate_min_entropy(s, n, bits, &e);
+	if (r < 0) {
+		log_error_errno(r, "Failed to estimate the min-entropy of '%s': %m", path);
+		return 1;
+	}
+	assess_stats_compute(s, n, &st);
+	/* An estimate of 0 still runs the tests, at the least claim that gives them cutoffs. */
+	r = assess_health_run(s, n, bits, arg_claim > 0 ? arg_claim : MAX(e.min_entropy, 1e-6),
+	                      ASSESS_HEALTH_SPANS, &a);
+	if (r < 0) {
+		log_error_errno(r, "Failed to run the health tests over '%s': %m", path);
+		return 1;
+	}
+
+	if (arg_plots) {
+		r = plot_all(arg_plots, name, s, n, &st, &a);
+		assess_plot_done();
+		if (r < 0) {
+			assess_health_done(&a);
+			return 1;
+		}
+	}
+	if (arg_json)
+		print_json(path, &e, &st, &a, more);
+	else
+		print_text(path, &e, &st, &a);
+	assess_health_done(&a);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		log_error("Failed to write the report to stdout.");
+		return 1;
+	}
+	return 0;
+}
