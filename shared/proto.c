@@ -20,7 +20,8 @@
  * exactly: a byte left over is as much an error as a byte missing, so one message has one
  * encoding and the fuzzer can check that decode(encode(m)) reproduces the input bytes.
  *
- *   HELLO      u16 version, u8 roles, u8 reserved, u32 claim_mbits_per_byte, u16 len, kind
+ *   HELLO      u16 version, u8 roles, u8 reserved, u32 claim_mbits_per_byte, u16 len, kind,
+ *              and from a chained broker only: u8 n (1..EB_CHAIN_MAX), n x u64 broker id
  *   WELCOME    u16 version, u8 roles, u8 reserved, u32 max_data, u16 len, user
  *   PUT        u32 credit_bits, u32 len, data
  *   PUT_ACK    u32 credited_bits, u32 accepted_bytes
@@ -304,7 +305,10 @@ static int msg_validate(const struct eb_msg *m, size_t *ret_size)
 		r = text_length(m->hello.kind, EB_KIND_MAX, &n);
 		if (r < 0)
 			return r;
-		size = HELLO_FIXED_SIZE + n;
+		if (m->hello.n_chain > EB_CHAIN_MAX)
+			return -EINVAL;
+		/* No chain is no field at all, so that each HELLO has one encoding. */
+		size = HELLO_FIXED_SIZE + n + (m->hello.n_chain > 0 ? 1 + 8 * m->hello.n_chain : 0);
 		break;
 	case EB_MSG_WELCOME:
 		if (m->welcome.version == 0 || !roles_valid(m->welcome.roles) ||
@@ -463,6 +467,13 @@ int eb_msg_decode(const struct eb_frame *frame, struct eb_msg *ret)
 			r = take_be32(&c, &m.hello.claim_mbits_per_byte);
 		if (r >= 0)
 			r = take_text(&c, EB_KIND_MAX, m.hello.kind);
+		if (r >= 0 && c.left > 0) {
+			r = take_u8(&c, &m.hello.n_chain);
+			if (r >= 0 && (m.hello.n_chain == 0 || m.hello.n_chain > EB_CHAIN_MAX))
+				r = -EBADMSG;
+			for (unsigned i = 0; r >= 0 && i < m.hello.n_chain; i++)
+				r = take_be64(&c, &m.hello.chain[i]);
+		}
 		break;
 	case EB_MSG_WELCOME:
 		r = take_be16(&c, &m.welcome.version);
@@ -581,6 +592,11 @@ int eb_msg_encode(const struct eb_msg *msg, uint8_t *buf, size_t size)
 		put_zero(&w, 1);
 		put_be32(&w, msg->hello.claim_mbits_per_byte);
 		put_text(&w, msg->hello.kind);
+		if (msg->hello.n_chain > 0) {
+			put_u8(&w, msg->hello.n_chain);
+			for (unsigned i = 0; i < msg->hello.n_chain; i++)
+				put_be64(&w, msg->hello.chain[i]);
+		}
 		break;
 	case EB_MSG_WELCOME:
 		put_be16(&w, msg->welcome.version);

@@ -27,6 +27,8 @@
 #define EB_KIND_MAX     64
 #define EB_TEXT_MAX     256
 #define EB_DEFAULT_PORT 55225
+/* The most broker ids a chained HELLO carries: a chain of brokers deeper than this is refused. */
+#define EB_CHAIN_MAX 16
 
 enum eb_msg_type {
 	EB_MSG_HELLO = 1,       /* client -> broker: version, roles, kind */
@@ -86,6 +88,10 @@ struct eb_msg_hello {
 	uint8_t roles;                 /* enum eb_role bits the client asks for */
 	uint32_t claim_mbits_per_byte; /* a source's claimed entropy, in 1/1000 bit per byte */
 	char kind[EB_KIND_MAX + 1];    /* free text, e.g. "stream /dev/hwrng"; NUL-terminated */
+	/* A broker drawing from an upstream broker sends its own id first, then the ids of the
+	 * brokers drawing through it (docs/decisions.md: chaining); 0 for every other client. */
+	uint8_t n_chain;
+	uint64_t chain[EB_CHAIN_MAX];
 };
 
 struct eb_msg_welcome {

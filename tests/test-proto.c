@@ -92,6 +92,9 @@ static void assert_msg_equal(const struct eb_msg *a, const struct eb_msg *b)
 		assert_int_equal(a->hello.roles, b->hello.roles);
 		assert_int_equal(a->hello.claim_mbits_per_byte, b->hello.claim_mbits_per_byte);
 		assert_string_equal(a->hello.kind, b->hello.kind);
+		assert_int_equal(a->hello.n_chain, b->hello.n_chain);
+		for (unsigned i = 0; i < a->hello.n_chain; i++)
+			assert_int_equal(a->hello.chain[i], b->hello.chain[i]);
 		break;
 	case EB_MSG_WELCOME:
 		assert_int_equal(a->welcome.version, b->welcome.version);
@@ -704,6 +707,48 @@ static void assert_golden(const struct eb_msg *m, const uint8_t *expected, size_
 	round_trip(m, buf, sizeof(buf));
 }
 
+/* A chained broker's HELLO: the ids follow the kind as u8 n, n x u64; none is no field (so one
+ * HELLO has one encoding), and n = 0 or n > EB_CHAIN_MAX is refused both ways. */
+static void test_hello_chain(void **state)
+{
+	static const uint8_t chained[] = {
+	    0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x15, /* header, 21 bytes */
+	    0x00, 0x01, 0x02, 0x00,                         /* version 1, sink, reserved */
+	    0x00, 0x00, 0x00, 0x00,                         /* no claim */
+	    0x00, 0x02, 'e',  'b',                          /* kind "eb" */
+	    0x01,                                           /* one broker id */
+	    0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, /* the id */
+	};
+	uint8_t buf[EB_FRAME_MAX], payload[10 + 2 + 1 + 8 * (EB_CHAIN_MAX + 1)];
+	struct eb_msg m = {.type = EB_MSG_HELLO}, d;
+
+	(void)state;
+	m.hello = (struct eb_msg_hello){.version = 1, .roles = EB_ROLE_SINK, .kind = "eb"};
+	m.hello.n_chain = 1;
+	m.hello.chain[0] = UINT64_C(0x0123456789abcdef);
+	assert_golden(&m, chained, sizeof(chained));
+
+	m.hello.n_chain = EB_CHAIN_MAX;
+	for (unsigned i = 0; i < EB_CHAIN_MAX; i++)
+		m.hello.chain[i] = i + 1;
+	round_trip(&m, buf, sizeof(buf));
+	m.hello.n_chain = EB_CHAIN_MAX + 1;
+	assert_encode_einval(&m);
+
+	/* n = 0, n over the limit, and n promising more ids than follow. */
+	memcpy(payload, chained + EB_FRAME_HEADER_SIZE, 12);
+	payload[12] = 0;
+	assert_decode_ebadmsg(EB_MSG_HELLO, payload, 13);
+	payload[12] = EB_CHAIN_MAX + 1;
+	memset(payload + 13, 0, 8 * (EB_CHAIN_MAX + 1));
+	assert_decode_ebadmsg(EB_MSG_HELLO, payload, 13 + 8 * (EB_CHAIN_MAX + 1));
+	payload[12] = 2;
+	assert_decode_ebadmsg(EB_MSG_HELLO, payload, 13 + 8);
+	payload[12] = 1;
+	assert_int_equal(decode_payload(EB_MSG_HELLO, payload, 13 + 8, &d), 0);
+	assert_int_equal(d.hello.n_chain, 1);
+}
+
 /* These bytes are the wire format; docs/protocol.md shows the HELLO and GET dumps. Changing
  * any of them breaks every deployed peer. */
 static void test_golden(void **state)
@@ -837,6 +882,7 @@ int main(void)
 	    cmocka_unit_test(test_ranges_data),
 	    cmocka_unit_test(test_ranges_get_error_status),
 	    cmocka_unit_test(test_golden),
+	    cmocka_unit_test(test_hello_chain),
 	    cmocka_unit_test(test_strings),
 	};
 
