@@ -1,39 +1,21 @@
 /* SPDX-License-Identifier: MIT */
+/* Broker addresses as text: parsed strictly, formatted back. The sockets they name are
+ * uri-socket.c's. */
 #include "uri.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <linux/vm_sockets.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "macro.h"
 
 #define EB_DEFAULT_PORT 55225
-/* Where udev links a virtio-serial port by the name the host gave it (50-udev-default.rules). */
-#define VIRTIO_PORTS_DIR "/dev/virtio-ports/"
-/* The kernel's own list of ports, each with its name, before udev has seen any of them. */
-#define VIRTIO_PORTS_SYSFS "/sys/class/virtio-ports"
-/* How often a guest looks again whether the host side of its port has connected: the port
- * reports that only as POLLHUP going away, which poll() cannot wait for. */
-#define VIRTIO_HOST_POLL_MS 50
-
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct addrinfo *, freeaddrinfo);
-DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
 
 /* A decimal number without sign, spaces or leading junk, that strtoul() alone would accept. */
 static int parse_uint(const char *s, size_t len, unsigned long max, unsigned long *ret)
@@ -172,12 +154,12 @@ static int parse_virtio(const char *s, struct eb_uri *u)
 {
 	size_t len = strlen(s);
 
-	if (len == 0 || s[0] == '.' || len >= sizeof(u->path) - strlen(VIRTIO_PORTS_DIR))
+	if (len == 0 || s[0] == '.' || len >= sizeof(u->path) - strlen(EB_URI_VIRTIO_DIR))
 		return -EINVAL;
 	for (size_t i = 0; i < len; i++)
 		if (!is_host_char(s[i]))
 			return -EINVAL;
-	snprintf(u->path, sizeof(u->path), VIRTIO_PORTS_DIR "%s", s);
+	snprintf(u->path, sizeof(u->path), EB_URI_VIRTIO_DIR "%s", s);
 	u->kind = EB_URI_VIRTIO;
 	return 0;
 }
@@ -235,7 +217,7 @@ const char *eb_uri_to_string(const struct eb_uri *uri, char *buf, size_t size)
 			         (unsigned)uri->port);
 		return buf;
 	case EB_URI_VIRTIO:
-		snprintf(buf, size, "virtio:%s", uri->path + strlen(VIRTIO_PORTS_DIR));
+		snprintf(buf, size, "virtio:%s", uri->path + strlen(EB_URI_VIRTIO_DIR));
 		return buf;
 	case _EB_URI_KIND_MAX:
 	case _EB_URI_KIND_INVALID:
@@ -255,411 +237,6 @@ int eb_uri_is_tls(const struct eb_uri *uri)
 		return 1;
 	case EB_URI_UNIX:
 		return 0;
-	case _EB_URI_KIND_MAX:
-	case _EB_URI_KIND_INVALID:
-		break;
-	}
-	return -EINVAL;
-}
-
-static int make_sockaddr_un(const struct eb_uri *uri, struct sockaddr_un *ret, socklen_t *ret_len)
-{
-	size_t len = strnlen(uri->path, sizeof(uri->path));
-
-	if (uri->path[0] != '/' || len >= sizeof(ret->sun_path))
-		return -EINVAL;
-	*ret = (struct sockaddr_un){.sun_family = AF_UNIX};
-	memcpy(ret->sun_path, uri->path, len + 1);
-	*ret_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + 1);
-	return 0;
-}
-
-static int resolve_error(int e)
-{
-	switch (e) {
-	case EAI_SYSTEM:
-		return negative_errno();
-	case EAI_MEMORY:
-		return -ENOMEM;
-	case EAI_AGAIN:
-		return -EAGAIN;
-	default:
-		return -EHOSTUNREACH;
-	}
-}
-
-static int tcp_resolve(const struct eb_uri *uri, bool passive, struct addrinfo **ret)
-{
-	struct addrinfo hints = {
-	    .ai_socktype = SOCK_STREAM,
-	    .ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0),
-	};
-	char port[8];
-	int e;
-
-	snprintf(port, sizeof(port), "%u", (unsigned)uri->port);
-	e = getaddrinfo(uri->host, port, &hints, ret);
-	if (e != 0)
-		return resolve_error(e);
-	return 0;
-}
-
-static int listen_tcp(const struct eb_uri *uri, int *ret_fd)
-{
-	_cleanup_(freeaddrinfop) struct addrinfo *ai = NULL;
-	_cleanup_close_ int fd = -EBADF;
-	const int one = 1, zero = 0;
-	int r;
-
-	r = tcp_resolve(uri, true, &ai);
-	if (r < 0)
-		return r;
-
-	/* The first address is the one meant; a name that resolves to several is ambiguous for a
-	 * listener, and binding all of them is what several listen= lines are for. */
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return negative_errno();
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
-		return negative_errno();
-	/* "[::]" means every address, IPv4 included, whatever net.ipv6.bindv6only says. */
-	if (ai->ai_family == AF_INET6 &&
-	    IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ai->ai_addr)->sin6_addr) &&
-	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) < 0)
-		return negative_errno();
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0)
-		return negative_errno();
-	if (listen(fd, SOMAXCONN) < 0)
-		return negative_errno();
-
-	*ret_fd = TAKE_FD(fd);
-	return 0;
-}
-
-/* Removes a socket left behind by a broker that is gone. A socket someone still accepts on is
- * left alone (-EADDRINUSE), and so is anything that is not a socket. */
-static int unlink_stale(const struct sockaddr_un *sa, socklen_t len)
-{
-	_cleanup_close_ int fd = -EBADF;
-	struct stat st;
-
-	if (lstat(sa->sun_path, &st) < 0)
-		return errno == ENOENT ? 0 : negative_errno();
-	if (!S_ISSOCK(st.st_mode))
-		return -EEXIST;
-
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return negative_errno();
-	if (connect(fd, (const struct sockaddr *)sa, len) == 0 || errno == EAGAIN)
-		return -EADDRINUSE;
-	if (errno != ECONNREFUSED)
-		return negative_errno();
-	if (unlink(sa->sun_path) < 0 && errno != ENOENT)
-		return negative_errno();
-	return 0;
-}
-
-static int listen_unix(const struct eb_uri *uri, int *ret_fd)
-{
-	_cleanup_close_ int fd = -EBADF;
-	struct sockaddr_un sa;
-	socklen_t len;
-	int r;
-
-	r = make_sockaddr_un(uri, &sa, &len);
-	if (r < 0)
-		return r;
-	r = unlink_stale(&sa, len);
-	if (r < 0)
-		return r;
-
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return negative_errno();
-	if (bind(fd, (const struct sockaddr *)&sa, len) < 0)
-		return negative_errno();
-	if (listen(fd, SOMAXCONN) < 0)
-		return negative_errno();
-
-	*ret_fd = TAKE_FD(fd);
-	return 0;
-}
-
-static int listen_vsock(const struct eb_uri *uri, int *ret_fd)
-{
-	_cleanup_close_ int fd = -EBADF;
-	struct sockaddr_vm sa = {
-	    .svm_family = AF_VSOCK,
-	    .svm_cid = uri->cid,
-	    .svm_port = uri->port,
-	};
-
-	fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return negative_errno();
-	if (bind(fd, (const struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return negative_errno();
-	if (listen(fd, SOMAXCONN) < 0)
-		return negative_errno();
-
-	*ret_fd = TAKE_FD(fd);
-	return 0;
-}
-
-int eb_uri_listen(const struct eb_uri *uri, int *ret_fd)
-{
-	if (!uri || !ret_fd)
-		return -EINVAL;
-
-	switch (uri->kind) {
-	case EB_URI_TCP:
-		return listen_tcp(uri, ret_fd);
-	case EB_URI_UNIX:
-	case EB_URI_UNIX_TLS:
-		return listen_unix(uri, ret_fd);
-	case EB_URI_VSOCK:
-		return listen_vsock(uri, ret_fd);
-	case EB_URI_VIRTIO:
-		return -EOPNOTSUPP;
-	case _EB_URI_KIND_MAX:
-	case _EB_URI_KIND_INVALID:
-		break;
-	}
-	return -EINVAL;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Connects fd within timeout_ms (negative: no limit) and leaves it blocking. The socket is created
- * non-blocking so that an unreachable host costs the timeout, not the kernel's minutes of SYN
- * retries. */
-static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len, int timeout_ms)
-{
-	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : -1;
-	socklen_t elen = sizeof(int);
-	int flags, err = 0;
-
-	if (connect(fd, sa, len) < 0) {
-		if (errno != EINPROGRESS)
-			return negative_errno();
-
-		for (;;) {
-			struct pollfd p = {.fd = fd, .events = POLLOUT};
-			int wait = -1, k;
-
-			if (deadline >= 0) {
-				int64_t left = deadline - now_ms();
-				wait = (int)MAX(left, 0);
-			}
-			k = poll(&p, 1, wait);
-			if (k < 0) {
-				if (errno == EINTR)
-					continue;
-				return negative_errno();
-			}
-			if (k == 0)
-				return -ETIMEDOUT;
-			break;
-		}
-
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0)
-			return negative_errno();
-		if (err != 0)
-			return -err;
-	}
-
-	flags = fcntl(fd, F_GETFL);
-	if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
-		return negative_errno();
-	return 0;
-}
-
-static int connect_tcp(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
-{
-	_cleanup_(freeaddrinfop) struct addrinfo *ai = NULL;
-	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : -1;
-	unsigned n = 0;
-	int r;
-
-	r = tcp_resolve(uri, false, &ai);
-	if (r < 0)
-		return r;
-	for (struct addrinfo *a = ai; a; a = a->ai_next)
-		n++;
-
-	r = -EHOSTUNREACH;
-	for (struct addrinfo *a = ai; a; a = a->ai_next, n--) {
-		_cleanup_close_ int fd = -EBADF;
-		int t = -1;
-
-		/* Share what is left of the time among the addresses still to try, so that one
-		 * black-holed address does not use up the others' chance. */
-		if (deadline >= 0) {
-			int64_t left = deadline - now_ms();
-			if (left <= 0)
-				return -ETIMEDOUT;
-			t = (int)(left / n);
-		}
-
-		fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd < 0) {
-			r = negative_errno();
-			continue;
-		}
-		r = connect_fd(fd, a->ai_addr, a->ai_addrlen, t);
-		if (r >= 0) {
-			*ret_fd = TAKE_FD(fd);
-			return 0;
-		}
-	}
-	return r;
-}
-
-static int connect_unix(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
-{
-	_cleanup_close_ int fd = -EBADF;
-	struct sockaddr_un sa;
-	socklen_t len;
-	int r;
-
-	r = make_sockaddr_un(uri, &sa, &len);
-	if (r < 0)
-		return r;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return negative_errno();
-	r = connect_fd(fd, (const struct sockaddr *)&sa, len, timeout_ms);
-	if (r < 0)
-		return r;
-
-	*ret_fd = TAKE_FD(fd);
-	return 0;
-}
-
-static int connect_vsock(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
-{
-	_cleanup_close_ int fd = -EBADF;
-	struct sockaddr_vm sa = {
-	    .svm_family = AF_VSOCK,
-	    .svm_cid = uri->cid,
-	    .svm_port = uri->port,
-	};
-	int r;
-
-	fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return negative_errno();
-	r = connect_fd(fd, (const struct sockaddr *)&sa, sizeof(sa), timeout_ms);
-	if (r < 0)
-		return r;
-
-	*ret_fd = TAKE_FD(fd);
-	return 0;
-}
-
-/* Opens the port, by udev's link, or, when there is none yet, by looking its name up in sysfs
- * and opening the node devtmpfs made: in early boot udev links a port only at coldplug, seconds
- * after the driver made it, and a seeder that waited for that would come after the kernel's CRNG
- * was initialised without it. */
-static int open_port(const char *path)
-{
-	const char *name = path + strlen(VIRTIO_PORTS_DIR);
-	_cleanup_(closedirp) DIR *d = NULL;
-	struct dirent *e;
-	int fd;
-
-	fd = open(path, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-	if (fd >= 0 || errno != ENOENT)
-		return fd >= 0 ? fd : negative_errno();
-	d = opendir(VIRTIO_PORTS_SYSFS);
-	if (!d)
-		return -ENOENT;
-	while ((e = readdir(d))) {
-		char p[sizeof(VIRTIO_PORTS_SYSFS) + 2 * NAME_MAX], buf[256];
-		_cleanup_close_ int nfd = -EBADF;
-		ssize_t n;
-
-		if (strncmp(e->d_name, "vport", 5) != 0 || strchr(e->d_name, '/'))
-			continue;
-		snprintf(p, sizeof(p), VIRTIO_PORTS_SYSFS "/%s/name", e->d_name);
-		nfd = open(p, O_RDONLY | O_CLOEXEC);
-		if (nfd < 0)
-			continue;
-		n = read(nfd, buf, sizeof(buf) - 1);
-		if (n <= 0)
-			continue;
-		buf[n] = '\0';
-		buf[strcspn(buf, "\n")] = '\0';
-		if (strcmp(buf, name) != 0)
-			continue;
-		snprintf(p, sizeof(p), "/dev/%s", e->d_name);
-		fd = open(p, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-		return fd >= 0 ? fd : negative_errno();
-	}
-	return -ENOENT;
-}
-
-/* A virtio-serial port is a character device with no connect(): it opens at once, and whether
- * the host's end (QEMU's chardev, connected to a broker) is there shows in poll() as POLLHUP,
- * while writes would block. So open it, then wait until the host side is connected. A stream
- * over it has no beginning of its own: the TLS handshake and close_notify delimit a session,
- * and the guest's kernel drops what arrives while the port is closed. */
-static int connect_virtio(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
-{
-	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : -1;
-	_cleanup_close_ int fd = -EBADF;
-	int flags;
-
-	fd = open_port(uri->path);
-	if (fd < 0)
-		return fd;
-	for (;;) {
-		struct pollfd p = {.fd = fd, .events = POLLOUT};
-		int64_t left = deadline >= 0 ? deadline - now_ms() : VIRTIO_HOST_POLL_MS;
-		struct timespec ts;
-
-		if (poll(&p, 1, 0) < 0) {
-			if (errno == EINTR)
-				continue;
-			return negative_errno();
-		}
-		if (!(p.revents & POLLHUP))
-			break;
-		if (left <= 0)
-			return -ENOTCONN;
-		left = MIN(left, (int64_t)VIRTIO_HOST_POLL_MS);
-		ts = (struct timespec){.tv_nsec = (long)left * 1000000};
-		nanosleep(&ts, NULL);
-	}
-	flags = fcntl(fd, F_GETFL);
-	if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
-		return negative_errno();
-	*ret_fd = TAKE_FD(fd);
-	return 0;
-}
-
-int eb_uri_connect(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
-{
-	if (!uri || !ret_fd)
-		return -EINVAL;
-
-	switch (uri->kind) {
-	case EB_URI_TCP:
-		return connect_tcp(uri, timeout_ms, ret_fd);
-	case EB_URI_UNIX:
-	case EB_URI_UNIX_TLS:
-		return connect_unix(uri, timeout_ms, ret_fd);
-	case EB_URI_VSOCK:
-		return connect_vsock(uri, timeout_ms, ret_fd);
-	case EB_URI_VIRTIO:
-		return connect_virtio(uri, timeout_ms, ret_fd);
 	case _EB_URI_KIND_MAX:
 	case _EB_URI_KIND_INVALID:
 		break;

@@ -17,6 +17,10 @@ enum eb_uri_kind {
 	_EB_URI_KIND_INVALID = -22,
 };
 
+/* Where udev links a virtio-serial port by the name the host gave it (50-udev-default.rules):
+ * virtio:NAME is this directory's NAME. */
+#define EB_URI_VIRTIO_DIR "/dev/virtio-ports/"
+
 struct eb_uri {
 	enum eb_uri_kind kind;
 	char host[256]; /* TCP: name or address, without brackets */
@@ -31,6 +35,8 @@ int eb_uri_parse(const char *s, struct eb_uri *ret);
 const char *eb_uri_to_string(const struct eb_uri *uri, char *buf, size_t size);
 /* True when the transport carries TLS (tcp, vsock, unix+tls, virtio). */
 int eb_uri_is_tls(const struct eb_uri *uri);
+
+/* uri-socket.c: the sockets an address names. */
 
 /* Creates a listening socket (SOCK_STREAM, non-blocking, close-on-exec); a unix path is unlinked
  * first when it is a stale socket. A virtio port is a guest's end only: -EOPNOTSUPP. */
