@@ -87,9 +87,10 @@ static bool same_string(const char *a, const char *b)
 
 static unsigned count_closing(const struct broker *b)
 {
+	const struct session *s;
 	unsigned n = 0;
 
-	for (const struct session *s = b->sessions; s; s = s->next)
+	eb_list_foreach(s, &b->sessions, node)
 		n += s->state == SESSION_CLOSING;
 	return n;
 }
@@ -146,6 +147,7 @@ void broker_reload(struct broker *b)
 {
 	_cleanup_free_ struct sched_quota *quotas = NULL;
 	struct eb_conf *new = NULL, *old = b->conf;
+	struct session *s, *next;
 	unsigned before = b->n_sessions;
 
 	(void)sd_notify(false, "RELOADING=1");
@@ -170,10 +172,8 @@ void broker_reload(struct broker *b)
 	broker_raise_nofile(new);
 	SWAP(b->quotas, quotas);
 	b->conf = new;
-	for (struct session *s = b->sessions, *next; s; s = next) {
-		next = s->next;
+	eb_list_foreach_safe(s, next, &b->sessions, node)
 		session_rebind(s, old, new);
-	}
 	eb_conf_free(old); /* wipes the old keys */
 	log_info("Reloaded %s: %u users; %u of %u sessions kept",
 	         new->path ? new->path : "the configuration", new->n_users,

@@ -446,8 +446,8 @@ struct broker *broker_free(struct broker *b)
 {
 	if (!b)
 		return NULL;
-	while (b->sessions)
-		session_free(b->sessions);
+	while (!eb_list_is_empty(&b->sessions))
+		session_free(eb_list_first(&b->sessions, struct session, node));
 	listeners_free(b);
 	sd_event_source_disable_unref(b->run_source);
 	sd_event_source_disable_unref(b->queue_timer);
@@ -473,6 +473,7 @@ int broker_listen(struct broker *b, char **uris, unsigned n_uris)
 
 int broker_run(struct broker *b)
 {
+	struct session *s;
 	int r;
 
 	broker_pool_changed(b);
@@ -485,7 +486,7 @@ int broker_run(struct broker *b)
 		return log_error_errno(r, "Event loop failed: %m");
 
 	/* Say goodbye to every peer, then keep what the pool holds for the next start. */
-	for (struct session *s = b->sessions; s; s = s->next)
+	eb_list_foreach(s, &b->sessions, node)
 		session_goodbye(s);
 	log_pool(b, LOG_INFO, MSGID_STOP, "Broker stopping");
 	save_seed(b, true);

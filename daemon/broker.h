@@ -8,6 +8,7 @@
 #include <systemd/sd-event.h>
 
 #include "conf.h"
+#include "list.h"
 #include "log.h"
 #include "proto.h"
 #include "ratelimit.h"
@@ -56,7 +57,7 @@ struct broker {
 	unsigned n_listeners;
 	bool socket_activated;
 
-	struct session *sessions; /* doubly linked through session->next/prev */
+	struct eb_list sessions; /* of session.node */
 	unsigned n_sessions, n_sources, n_sinks;
 	unsigned n_local, n_network; /* sessions over plain unix, and over TLS */
 	unsigned n_handshakes;       /* network sessions not yet authenticated */

@@ -17,38 +17,41 @@ static bool goes_before(const struct sched_request *a, const struct sched_reques
 
 void sched_queue_push(struct sched_queue *q, struct sched_request *r)
 {
-	struct sched_request **p;
+	struct sched_request *at;
 
-	if (r->queued)
+	if (sched_queue_has(q, r))
 		return;
 	r->seq = ++q->seq;
-	for (p = &q->head; *p && !goes_before(r, *p); p = &(*p)->next)
-		;
-	r->next = *p;
-	*p = r;
-	r->queued = true;
+	eb_list_foreach(at, &q->list, node) {
+		if (goes_before(r, at))
+			break;
+	}
+	eb_list_insert_before(&q->list, at ? &at->node : NULL, &r->node);
 }
 
 void sched_queue_remove(struct sched_queue *q, struct sched_request *r)
 {
-	if (!r->queued)
-		return;
-	for (struct sched_request **p = &q->head; *p; p = &(*p)->next)
-		if (*p == r) {
-			*p = r->next;
-			break;
-		}
-	r->next = NULL;
-	r->queued = false;
+	eb_list_remove(&q->list, &r->node);
+}
+
+bool sched_queue_has(const struct sched_queue *q, const struct sched_request *r)
+{
+	return eb_list_contains(&q->list, &r->node);
+}
+
+struct sched_request *sched_queue_first(const struct sched_queue *q)
+{
+	return eb_list_first(&q->list, struct sched_request, node);
 }
 
 uint64_t sched_queue_deadline(const struct sched_queue *q)
 {
+	const struct sched_request *r;
 	uint64_t first = UINT64_MAX;
 
 	/* Requests arrive in time order, but small ones are sorted ahead: the earliest arrival
 	 * may be anywhere, and the queue is as long as the sinks connected. */
-	for (const struct sched_request *r = q->head; r; r = r->next)
+	eb_list_foreach(r, &q->list, node)
 		first = MIN(first, r->since_usec);
 	return first == UINT64_MAX ? UINT64_MAX : first + SCHEDULER_WAIT_USEC;
 }

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "list.h"
+
 /* How long a SLEEP tells a source to rest at most; a WAKE ends it sooner. */
 #define SCHEDULER_SLEEP_MS 60000
 /* Requests up to this size are first-boot seeding and go before larger ones. */
@@ -24,21 +26,20 @@
 #define SCHEDULER_DRBG_RESEED_USEC (10 * 1000000ULL)
 
 /* One sink's GET. The waiting sink's session holds it; only the sched_queue_*() functions write
- * its queue fields (next, seq, queued). */
+ * its queue fields (node, seq). */
 struct sched_request {
 	uint32_t bits;       /* wanted */
 	bool drbg;           /* DRBG output, else full entropy */
 	int user;            /* index of the sink's user, whose quota pays */
 	uint64_t since_usec; /* when the GET arrived: its wait ends SCHEDULER_WAIT_USEC later */
 
-	struct sched_request *next;
-	uint64_t seq; /* arrival order in the queue */
-	bool queued;
+	struct eb_list_node node; /* in the queue, when it is */
+	uint64_t seq;             /* arrival order in the queue */
 };
 
 /* Waiting GETs in the order they will be served. */
 struct sched_queue {
-	struct sched_request *head;
+	struct eb_list list; /* of sched_request.node; zeroed: empty */
 	uint64_t seq;
 };
 
@@ -48,6 +49,10 @@ struct sched_queue {
 void sched_queue_push(struct sched_queue *q, struct sched_request *r);
 /* Takes r out of the queue; nothing happens when it is not in it. */
 void sched_queue_remove(struct sched_queue *q, struct sched_request *r);
+/* Whether r waits in q. */
+bool sched_queue_has(const struct sched_queue *q, const struct sched_request *r);
+/* The request served next; NULL when nobody waits. */
+struct sched_request *sched_queue_first(const struct sched_queue *q);
 /* When the first wait in the queue ends; UINT64_MAX when nobody waits. */
 uint64_t sched_queue_deadline(const struct sched_queue *q);
 

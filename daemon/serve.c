@@ -18,6 +18,7 @@
 static void flow_control(struct broker *b)
 {
 	uint64_t level = eb_pool_level(b->pool);
+	struct session *s;
 
 	if (!b->sources_asleep && level >= broker_high_water(b))
 		b->sources_asleep = true;
@@ -25,7 +26,7 @@ static void flow_control(struct broker *b)
 		b->sources_asleep = false;
 	else
 		return;
-	for (struct session *s = b->sessions; s; s = s->next)
+	eb_list_foreach(s, &b->sessions, node)
 		session_set_asleep(s, b->sources_asleep);
 }
 
@@ -67,7 +68,7 @@ static void arm_queue_timer(struct broker *b)
 
 void broker_get(struct broker *b, struct sched_request *r)
 {
-	bool alone = !b->queue.head;
+	bool alone = !sched_queue_first(&b->queue);
 
 	sched_queue_push(&b->queue, r);
 	/* A GET that finds others waiting is tried with them, when the pool next changes, or on
@@ -169,6 +170,7 @@ int broker_on_run(sd_event_source *src, void *userdata)
 {
 	struct broker *b = userdata;
 	bool head = b->pool_changed || b->queue_changed, served = false;
+	struct sched_request *r, *next;
 	uint64_t now = broker_now(b);
 
 	(void)src;
@@ -176,11 +178,10 @@ int broker_on_run(sd_event_source *src, void *userdata)
 		flow_control(b);
 	b->pool_changed = b->queue_changed = false;
 	/* In order while the pool can; the first it cannot back keeps its turn at the head. */
-	while (head && b->queue.head && serve(b, b->queue.head, false, &served))
+	while (head && (r = sched_queue_first(&b->queue)) && serve(b, r, false, &served))
 		;
 	/* Waits that are over, wherever they are in the queue: DATA if the pool can, else EMPTY. */
-	for (struct sched_request *r = b->queue.head, *next; r; r = next) {
-		next = r->next;
+	eb_list_foreach_safe(r, next, &b->queue.list, node) {
 		if (now >= r->since_usec + SCHEDULER_WAIT_USEC)
 			(void)serve(b, r, true, &served);
 	}

@@ -94,8 +94,9 @@ void session_describe_peer(struct session *s, int fd, const char *listener)
 static bool user_has_room(struct session *s, const struct eb_user *u)
 {
 	unsigned idx = (unsigned)(u - s->broker->conf->users), n = 0;
+	const struct session *o;
 
-	for (const struct session *o = s->broker->sessions; o; o = o->next)
+	eb_list_foreach(o, &s->broker->sessions, node)
 		n += o != s && o->user == (int)idx &&
 		     (o->state == SESSION_HELLO || o->state == SESSION_READY);
 	return n < u->max_sessions;
@@ -165,10 +166,10 @@ static bool same_addr(const struct peer_addr *a, const struct peer_addr *b)
 /* Network sessions still in their handshake: the oldest one, and how many share s's address. */
 static struct session *scan_handshakes(struct session *s, unsigned *ret_same_addr)
 {
-	struct session *oldest = NULL;
+	struct session *oldest = NULL, *o;
 	unsigned n = 0;
 
-	for (struct session *o = s->broker->sessions; o; o = o->next) {
+	eb_list_foreach(o, &s->broker->sessions, node) {
 		if (o == s || o->state != SESSION_HANDSHAKE)
 			continue;
 		n += same_addr(&o->addr, &s->addr);

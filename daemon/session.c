@@ -190,12 +190,7 @@ void session_free(struct session *s)
 		b->n_local--;
 	else
 		b->n_network--;
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		b->sessions = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
+	eb_list_remove(&b->sessions, &s->node);
 	b->n_sessions--;
 	sd_event_source_disable_unref(s->io);
 	sd_event_source_disable_unref(s->defer);
@@ -242,10 +237,7 @@ int session_new(struct broker *b, int fd, bool tls, const char *listener, struct
 	s->listener = listener;
 	s->accepted_usec = broker_now(b);
 	session_describe_peer(s, fd, listener);
-	s->next = b->sessions;
-	if (b->sessions)
-		b->sessions->prev = s;
-	b->sessions = s;
+	eb_list_prepend(&b->sessions, &s->node);
 	b->n_sessions++;
 	if (s->local)
 		b->n_local++;

@@ -9,6 +9,7 @@
 
 #include <systemd/sd-event.h>
 
+#include "list.h"
 #include "proto.h"
 #include "scheduler.h"
 
@@ -38,7 +39,7 @@ struct peer_addr {
 
 struct session {
 	struct broker *broker;
-	struct session *next, *prev;
+	struct eb_list_node node; /* in broker->sessions */
 
 	struct eb_conn *conn;
 	sd_event_source *io, *defer, *timer, *frame_timer;

@@ -34,9 +34,9 @@ static struct sched_view view(uint64_t blocks, unsigned sources)
 
 static void assert_order(const struct sched_queue *q, struct sched_request *const *want, size_t n)
 {
-	const struct sched_request *r = q->head;
+	const struct sched_request *r = sched_queue_first(q);
 
-	for (size_t i = 0; i < n; i++, r = r->next)
+	for (size_t i = 0; i < n; i++, r = eb_list_next(r, node))
 		assert_ptr_equal(r, want[i]);
 	assert_null(r);
 }
@@ -59,7 +59,7 @@ static void test_small_first_then_arrival(void **state)
 	assert_order(&q, (struct sched_request *[]){&small1, &small2, &large1, &large2}, 4);
 	sched_queue_remove(&q, &large2);
 	sched_queue_remove(&q, &large2);
-	assert_false(large2.queued);
+	assert_false(sched_queue_has(&q, &large2));
 	assert_order(&q, (struct sched_request *[]){&small1, &small2, &large1}, 3);
 }
 
@@ -88,7 +88,7 @@ static void test_deadline(void **state)
 	sched_queue_push(&q, &large);
 	sched_queue_push(&q, &small);
 	/* The small one is ahead in the queue, but the large one's wait ends first. */
-	assert_ptr_equal(q.head, &small);
+	assert_ptr_equal(sched_queue_first(&q), &small);
 	assert_true(sched_queue_deadline(&q) == 5 * SEC + SCHEDULER_WAIT_USEC);
 	sched_queue_remove(&q, &large);
 	assert_true(sched_queue_deadline(&q) == 7 * SEC + SCHEDULER_WAIT_USEC);

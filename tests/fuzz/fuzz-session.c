@@ -245,9 +245,10 @@ static void check_clock_seam(void)
 
 static void check_broker(const struct broker *b)
 {
+	const struct session *s;
 	unsigned n = 0;
 
-	for (const struct session *s = b->sessions; s; s = s->next) {
+	eb_list_foreach(s, &b->sessions, node) {
 		check(n < b->n_sessions);
 		check(s->broker == b);
 		check(s->rstart <= s->rend && s->rend <= SESSION_RBUF_SIZE);
