@@ -9,6 +9,7 @@
 
 #include "conf.h"
 #include "list.h"
+#include "listeners.h"
 #include "log.h"
 #include "proto.h"
 #include "ratelimit.h"
@@ -17,7 +18,6 @@
 struct ssl_ctx_st;
 struct eb_pool;
 struct session;
-struct listener;
 
 /* Where the pool level stands, for SLEEP/WAKE and for the journal. */
 enum pool_zone {
@@ -53,19 +53,13 @@ struct broker {
 	struct ssl_ctx_st *tls;
 	struct sched_quota *quotas; /* parallel to conf->users */
 
-	struct listener *listeners;
-	unsigned n_listeners;
-	bool socket_activated;
+	struct eb_listeners listeners;
 
 	struct eb_list sessions; /* of session.node */
 	unsigned n_sessions, n_sources, n_sinks;
 	unsigned n_local, n_network; /* sessions over plain unix, and over TLS */
 	unsigned n_handshakes;       /* network sessions not yet authenticated */
 	struct eb_ratelimit peer_log[_PEER_LOG_MAX];
-
-	/* accept() failed for want of fds or memory: listeners rest until this timer. */
-	sd_event_source *accept_timer;
-	uint64_t accept_backoff_usec;
 
 	/* DRBG mode reseeds from the pool at most once per SCHEDULER_DRBG_RESEED_USEC. */
 	uint64_t drbg_reseed_usec;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The broker's listening sockets: taken from systemd or bound from the configuration, accepted
- * from in batches, rested after accept() runs out of fds or memory. */
+/* The broker's listening sockets: taken from systemd or bound from the configuration, each
+ * accepted connection a session. Batches and the back-off after accept() runs out of fds or
+ * memory are libeb's (listeners.h). */
 #pragma once
 
 struct broker;
@@ -10,6 +11,3 @@ struct broker;
 int listeners_open(struct broker *b, char **uris, unsigned n_uris);
 /* Closes every listener and the back-off timer; safe to call with none open. */
 void listeners_free(struct broker *b);
-/* Stops accepting for a while after accept() failed for want of fds or memory (EMFILE, ENFILE,
- * ENOBUFS, ENOMEM): the connection stays queued, so retrying at once would only spin. */
-void listeners_pause(struct broker *b);
