@@ -142,10 +142,11 @@ void broker_raise_nofile(const struct eb_conf *conf)
 
 /* SIGHUP: users, keys, roles, caps, quotas and thresholds are read again. A file that does not
  * load changes nothing. Sessions whose access was revoked are closed; the others carry on, and
- * each user's quota keeps what it had. */
+ * each user's quota and totals keep what they had. */
 void broker_reload(struct broker *b)
 {
 	_cleanup_free_ struct sched_quota *quotas = NULL;
+	_cleanup_free_ struct user_totals *totals = NULL;
 	struct eb_conf *new = NULL, *old = b->conf;
 	struct session *s, *next;
 	unsigned before = b->n_sessions;
@@ -157,7 +158,8 @@ void broker_reload(struct broker *b)
 		goto done;
 	}
 	quotas = calloc(MAX(new->n_users, 1u), sizeof(*quotas));
-	if (!quotas) {
+	totals = calloc(MAX(new->n_users, 1u), sizeof(*totals));
+	if (!quotas || !totals) {
 		log_oom();
 		eb_conf_free(new);
 		goto done;
@@ -165,12 +167,15 @@ void broker_reload(struct broker *b)
 	for (unsigned i = 0; i < new->n_users; i++) {
 		const struct eb_user *u = eb_conf_find_user(old, new->users[i].name);
 
-		if (u)
+		if (u) {
 			quotas[i] = b->quotas[u - old->users];
+			totals[i] = b->totals[u - old->users];
+		}
 	}
 	keep_restart_only(old, new);
 	broker_raise_nofile(new);
 	SWAP(b->quotas, quotas);
+	SWAP(b->totals, totals);
 	b->conf = new;
 	eb_list_foreach_safe(s, next, &b->sessions, node)
 		session_rebind(s, old, new);

@@ -366,8 +366,9 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 	for (int k = 0; k < _PEER_LOG_MAX; k++)
 		b->peer_log[k] = EB_RATELIMIT_INIT(PEER_LOG_INTERVAL_USEC, PEER_LOG_BURST);
 	b->quotas = calloc(MAX(conf->n_users, 1u), sizeof(*b->quotas));
+	b->totals = calloc(MAX(conf->n_users, 1u), sizeof(*b->totals));
 	b->scratch = malloc(EB_DATA_MAX);
-	if (!b->quotas || !b->scratch)
+	if (!b->quotas || !b->totals || !b->scratch)
 		return log_oom();
 
 	r = eb_pool_new(conf->capacity_bits, &b->pool, &locked);
@@ -461,6 +462,7 @@ struct broker *broker_free(struct broker *b)
 		explicit_bzero(b->scratch, EB_DATA_MAX);
 	free(b->scratch);
 	free(b->quotas);
+	free(b->totals);
 	eb_conf_free(b->conf);
 	free(b);
 	return NULL;

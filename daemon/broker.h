@@ -7,6 +7,7 @@
 
 #include <systemd/sd-event.h>
 
+#include "admin.h"
 #include "conf.h"
 #include "list.h"
 #include "listeners.h"
@@ -52,6 +53,8 @@ struct broker {
 	struct eb_pool *pool;
 	struct ssl_ctx_st *tls;
 	struct sched_quota *quotas; /* parallel to conf->users */
+	struct user_totals *totals; /* parallel to conf->users */
+	uint64_t last_session_id;
 
 	struct eb_listeners listeners;
 

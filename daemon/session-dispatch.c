@@ -2,7 +2,9 @@
 /* What a session's frames mean: HELLO, PUT, GET and STATUS handed to the broker, and the broker's
  * answers (DATA, QUOTA, EMPTY, SLEEP, WAKE) turned into frames. */
 #include <assert.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <systemd/sd-event.h>
@@ -10,6 +12,7 @@
 #include "broker.h"
 #include "log.h"
 #include "macro.h"
+#include "report.h"
 #include "session-internal.h"
 #include "session.h"
 
@@ -34,6 +37,9 @@ static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 	}
 	s->roles = h->roles;
 	snprintf(s->kind, sizeof(s->kind), "%s", h->kind);
+	s->id = ++s->broker->last_session_id;
+	s->claim_mbits_per_byte = h->claim_mbits_per_byte;
+	admin_seen(s);
 	session_set_state(s, SESSION_READY);
 	(void)sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
 
@@ -84,6 +90,7 @@ static void handle_put(struct session *s, const struct eb_msg_put *p)
 {
 	const struct eb_user *u = session_user(s);
 	uint64_t claim = p->credit_bits, credited = 0;
+	bool stuck = false;
 	struct eb_msg m = {.type = EB_MSG_PUT_ACK};
 	int r;
 
@@ -94,14 +101,14 @@ static void handle_put(struct session *s, const struct eb_msg_put *p)
 			         "%s: data from user %s repeats itself; crediting none of it",
 			         s->peer, u->name);
 		s->stuck_logged = true;
-		claim = 0;
+		stuck = true;
 	}
-	r = broker_put(s->broker, p->data, p->len, claim, &credited);
+	r = broker_put(s->broker, p->data, p->len, stuck ? 0 : claim, &credited);
 	if (r < 0) {
 		log_error_errno(r, "Failed to add to the pool: %m");
 		return session_refuse(s, EB_ERR_INTERNAL, "pool failure");
 	}
-	s->bits_in += credited;
+	admin_count_put(s, p->len, claim, stuck, credited);
 	m.put_ack.credited_bits = (uint32_t)credited;
 	m.put_ack.accepted_bytes = p->len;
 	(void)session_send(s, &m);
@@ -114,7 +121,26 @@ static void handle_get(struct session *s, const struct eb_msg_get *g)
 	s->get.user = s->user;
 	s->get.since_usec = broker_now(s->broker);
 	s->get_pending = true;
+	admin_seen(s);
 	broker_get(s->broker, &s->get);
+}
+
+/* A page of a report: up to EB_REPORT_ROWS_MAX rows, within the one frame the write buffer has
+ * room for before a frame is read. */
+static void handle_report(struct session *s, const struct eb_msg_report_req *q)
+{
+	_cleanup_free_ uint8_t *rows = malloc(EB_REPORT_ROWS_SIZE);
+	struct eb_msg m;
+	int r;
+
+	r = rows ? admin_report(s->broker, q, rows, EB_REPORT_ROWS_SIZE, &m) : -ENOMEM;
+	if (r >= 0)
+		r = session_send(s, &m);
+	if (r < 0) {
+		log_error_errno(r, "Failed to report %s to %s: %m",
+		                eb_report_table_to_string(q->table), s->peer);
+		return session_refuse(s, EB_ERR_INTERNAL, "report failure");
+	}
 }
 
 static void handle_status(struct session *s)
@@ -145,7 +171,7 @@ void session_answer(struct session *s, const struct sched_decision *d, const uin
 			session_refuse(s, EB_ERR_INTERNAL, "encoding failure");
 			return;
 		}
-		s->bits_out += m.data.bits;
+		admin_count_data(s, m.data.len, m.data.bits);
 		break;
 	case SCHED_QUOTA:
 		session_send_retry(s, EB_MSG_QUOTA, d->retry_ms);
@@ -233,6 +259,14 @@ void session_handle_frame(struct session *s, const struct eb_frame *f)
 			return session_refuse(s, EB_ERR_FORBIDDEN, "this user may not read status");
 		}
 		return handle_status(s);
+	case EB_MSG_REPORT_REQ:
+		if (!(s->roles & EB_ROLE_ADMIN)) {
+			log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			         "Refusing REPORT from %s: user %s is not an admin", s->peer,
+			         u->name);
+			return session_refuse(s, EB_ERR_FORBIDDEN, "this user may not read status");
+		}
+		return handle_report(s, &m.report_req);
 	case EB_MSG_ERROR:
 		log_peer(s->broker, PEER_LOG_SESSION, LOG_INFO,
 		         "%s (user %s) reported an error and leaves: %s", s->peer, u->name,
@@ -248,6 +282,7 @@ void session_handle_frame(struct session *s, const struct eb_frame *f)
 	case EB_MSG_WAKE:
 	case EB_MSG_QUOTA:
 	case EB_MSG_STATUS:
+	case EB_MSG_REPORT:
 	case _EB_MSG_MAX:
 	case _EB_MSG_INVALID:
 		break;

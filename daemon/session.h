@@ -67,7 +67,14 @@ struct session {
 	uint8_t last_put[32];
 	bool have_last_put;
 	bool stuck_logged;
-	uint64_t bits_in, bits_out;
+
+	/* What an admin sees (admin.c): counted at HELLO, PUT and DATA. */
+	uint64_t id; /* numbered at HELLO, from 1, never reused */
+	uint32_t claim_mbits_per_byte;
+	uint64_t last_usec; /* the last HELLO, PUT or GET */
+	bool put_claimed;   /* the latest PUT claimed credit, after the user's cap */
+	bool put_stuck;     /* the broker's own test withheld the latest PUT's credit */
+	uint64_t bytes_in, bits_in, bits_out, bytes_drbg;
 };
 
 /* Creates a session for an accepted fd (ownership taken). tls: wrap in the broker's TLS; without

@@ -352,6 +352,8 @@ static int read_msg(struct eb_client *c, int timeout_ms, struct eb_msg *ret)
 	case EB_MSG_QUOTA:
 	case EB_MSG_STATUS_REQ:
 	case EB_MSG_STATUS:
+	case EB_MSG_REPORT_REQ:
+	case EB_MSG_REPORT:
 	case _EB_MSG_MAX:
 	case _EB_MSG_INVALID:
 		break;
@@ -640,6 +642,8 @@ int eb_client_receive(struct eb_client *c, void *buf, size_t size, size_t *ret_l
 	case EB_MSG_ERROR:
 	case EB_MSG_STATUS_REQ:
 	case EB_MSG_STATUS:
+	case EB_MSG_REPORT_REQ:
+	case EB_MSG_REPORT:
 	case _EB_MSG_MAX:
 	case _EB_MSG_INVALID:
 		break;
@@ -665,6 +669,28 @@ int eb_client_status(struct eb_client *c, struct eb_msg_status *ret)
 	if (m.type != EB_MSG_STATUS)
 		return fail(c, -EPROTO, "the broker answered STATUS with something else");
 	*ret = m.status;
+	return 0;
+}
+
+int eb_client_report(struct eb_client *c, uint8_t table, uint64_t after, struct eb_msg_report *ret)
+{
+	struct eb_msg m = {.type = EB_MSG_REPORT_REQ,
+	                   .report_req = {.table = table, .after = after}};
+	int r;
+
+	if (!c->conn)
+		return -ENOTCONN;
+	r = send_msg(c, &m);
+	if (r < 0)
+		return r;
+	do
+		r = read_msg(c, c->timeout_ms, &m);
+	while (r == 1);
+	if (r < 0)
+		return r;
+	if (m.type != EB_MSG_REPORT || m.report.table != table)
+		return fail(c, -EPROTO, "the broker answered REPORT_REQ with something else");
+	*ret = m.report;
 	return 0;
 }
 

@@ -64,6 +64,9 @@ int eb_client_receive(struct eb_client *c, void *buf, size_t size, size_t *ret_l
                       uint32_t *ret_bits, uint32_t *ret_retry_ms);
 
 int eb_client_status(struct eb_client *c, struct eb_msg_status *ret);
+/* One page of a report table (report.h): the rows with ids above after. ret->rows points into
+ * the client's buffer and is valid until the next call. */
+int eb_client_report(struct eb_client *c, uint8_t table, uint64_t after, struct eb_msg_report *ret);
 
 /* Totals since eb_client_new(). */
 uint64_t eb_client_bits_credited(const struct eb_client *c);

@@ -11,9 +11,7 @@
 #include <string.h>
 
 #include "macro.h"
-
-/* A source cannot honestly claim more than 8 bits of entropy per byte; in 1/1000 bit units. */
-#define CLAIM_MBITS_MAX 8000
+#include "proto-internal.h"
 
 /*
  * Payload layouts (big-endian; docs/protocol.md has the tables). Every payload is consumed
@@ -32,6 +30,7 @@
  *   ERROR      u16 code, u16 len, text
  *   STATUS     u64 pool_bits, u64 capacity_bits, u64 bits_in, u64 bits_out, u64 bytes_drbg,
  *              u32 sources, u32 sinks, u32 uptime_s
+ *   REPORT_REQ, REPORT    report.c
  */
 #define HELLO_FIXED_SIZE   10
 #define WELCOME_FIXED_SIZE 10
@@ -43,100 +42,13 @@
 #define ERROR_FIXED_SIZE   4
 #define STATUS_SIZE        52
 
-/* Reads a payload that a peer wrote: every take checks what is left first, so a short payload
- * becomes -EBADMSG and never a read past the end. */
-struct cursor {
-	const uint8_t *p;
-	size_t left;
-};
-
-static int take(struct cursor *c, size_t n, const uint8_t **ret)
-{
-	if (c->left < n)
-		return -EBADMSG;
-	*ret = c->p;
-	c->p += n;
-	c->left -= n;
-	return 0;
-}
-
-static int take_u8(struct cursor *c, uint8_t *ret)
-{
-	const uint8_t *p;
-	int r;
-
-	r = take(c, 1, &p);
-	if (r < 0)
-		return r;
-	*ret = p[0];
-	return 0;
-}
-
-static int take_be16(struct cursor *c, uint16_t *ret)
-{
-	const uint8_t *p;
-	uint16_t v;
-	int r;
-
-	r = take(c, sizeof(v), &p);
-	if (r < 0)
-		return r;
-	memcpy(&v, p, sizeof(v));
-	*ret = be16toh(v);
-	return 0;
-}
-
-static int take_be32(struct cursor *c, uint32_t *ret)
-{
-	const uint8_t *p;
-	uint32_t v;
-	int r;
-
-	r = take(c, sizeof(v), &p);
-	if (r < 0)
-		return r;
-	memcpy(&v, p, sizeof(v));
-	*ret = be32toh(v);
-	return 0;
-}
-
-static int take_be64(struct cursor *c, uint64_t *ret)
-{
-	const uint8_t *p;
-	uint64_t v;
-	int r;
-
-	r = take(c, sizeof(v), &p);
-	if (r < 0)
-		return r;
-	memcpy(&v, p, sizeof(v));
-	*ret = be64toh(v);
-	return 0;
-}
-
-/* Reserved bytes must be zero so that a later version can give them a meaning and know that an
- * older peer never sent anything there. */
-static int take_zero(struct cursor *c, size_t n)
-{
-	const uint8_t *p;
-	int r;
-
-	r = take(c, n, &p);
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < n; i++)
-		if (p[i] != 0)
-			return -EBADMSG;
-	return 0;
-}
-
 /*
  * Text from a peer ends up in the journal and on terminals, so it must be valid UTF-8 with no
  * control characters: no C0 (which includes NUL, so the C string we make of it is the whole
  * text), no DEL, no C1. Overlong forms, surrogates and code points past U+10FFFF are refused
  * as invalid UTF-8 (RFC 3629).
  */
-static bool text_valid(const uint8_t *p, size_t n)
+bool eb_proto_text_valid(const uint8_t *p, size_t n)
 {
 	size_t i = 0;
 
@@ -184,99 +96,16 @@ static bool text_valid(const uint8_t *p, size_t n)
 	return true;
 }
 
-/* A u16-length-prefixed text into a NUL-terminated buffer of max + 1 bytes. */
-static int take_text(struct cursor *c, size_t max, char *ret)
-{
-	const uint8_t *p;
-	uint16_t n;
-	int r;
-
-	r = take_be16(c, &n);
-	if (r < 0)
-		return r;
-	if (n > max)
-		return -EBADMSG;
-	r = take(c, n, &p);
-	if (r < 0)
-		return r;
-	if (!text_valid(p, n))
-		return -EBADMSG;
-	memcpy(ret, p, n);
-	ret[n] = '\0';
-	return 0;
-}
-
-/* Writes a payload whose size eb_msg_encode() has already checked against the buffer, so running
- * out of room here is our bug, not the peer's. */
-struct writer {
-	uint8_t *p;
-	size_t left;
-};
-
-static void put(struct writer *w, const void *p, size_t n)
-{
-	assert(w->left >= n);
-	if (n > 0)
-		memcpy(w->p, p, n);
-	w->p += n;
-	w->left -= n;
-}
-
-static void put_u8(struct writer *w, uint8_t v)
-{
-	put(w, &v, sizeof(v));
-}
-
-static void put_be16(struct writer *w, uint16_t v)
-{
-	v = htobe16(v);
-	put(w, &v, sizeof(v));
-}
-
-static void put_be32(struct writer *w, uint32_t v)
-{
-	v = htobe32(v);
-	put(w, &v, sizeof(v));
-}
-
-static void put_be64(struct writer *w, uint64_t v)
-{
-	v = htobe64(v);
-	put(w, &v, sizeof(v));
-}
-
-static void put_zero(struct writer *w, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		put_u8(w, 0);
-}
-
-/* Lengths were validated before, so they fit the u16 prefix. */
-static void put_text(struct writer *w, const char *s)
-{
-	size_t n = strlen(s);
-
-	put_be16(w, (uint16_t)n);
-	put(w, s, n);
-}
-
 static bool type_valid(int t)
 {
 	return t > 0 && t < _EB_MSG_MAX;
 }
 
-static bool roles_valid(unsigned roles)
-{
-	return roles != 0 && (roles & ~(unsigned)EB_ROLE_ALL) == 0;
-}
-
-/* The length of a text held in a char[max + 1], or -EINVAL when it is not terminated within
- * the array or is not valid text. */
-static int text_length(const char *s, size_t max, size_t *ret)
+int eb_proto_text_length(const char *s, size_t max, size_t *ret)
 {
 	size_t n = strnlen(s, max + 1);
 
-	if (n > max || !text_valid((const uint8_t *)s, n))
+	if (n > max || !eb_proto_text_valid((const uint8_t *)s, n))
 		return -EINVAL;
 	*ret = n;
 	return 0;
@@ -302,7 +131,7 @@ static int msg_validate(const struct eb_msg *m, size_t *ret_size)
 		if (m->hello.version == 0 || !roles_valid(m->hello.roles) ||
 		    m->hello.claim_mbits_per_byte > CLAIM_MBITS_MAX)
 			return -EINVAL;
-		r = text_length(m->hello.kind, EB_KIND_MAX, &n);
+		r = eb_proto_text_length(m->hello.kind, EB_KIND_MAX, &n);
 		if (r < 0)
 			return r;
 		if (m->hello.n_chain > EB_CHAIN_MAX)
@@ -314,7 +143,7 @@ static int msg_validate(const struct eb_msg *m, size_t *ret_size)
 		if (m->welcome.version == 0 || !roles_valid(m->welcome.roles) ||
 		    m->welcome.max_data == 0 || m->welcome.max_data > EB_DATA_MAX)
 			return -EINVAL;
-		r = text_length(m->welcome.user, EB_KIND_MAX, &n);
+		r = eb_proto_text_length(m->welcome.user, EB_KIND_MAX, &n);
 		if (r < 0)
 			return r;
 		if (n == 0) /* every session has a user, or it would have been refused */
@@ -357,10 +186,16 @@ static int msg_validate(const struct eb_msg *m, size_t *ret_size)
 	case EB_MSG_ERROR:
 		if (m->error.code <= 0 || m->error.code >= _EB_ERR_MAX)
 			return -EINVAL;
-		r = text_length(m->error.text, EB_TEXT_MAX, &n);
+		r = eb_proto_text_length(m->error.text, EB_TEXT_MAX, &n);
 		if (r < 0)
 			return r;
 		size = ERROR_FIXED_SIZE + n;
+		break;
+	case EB_MSG_REPORT_REQ:
+	case EB_MSG_REPORT:
+		r = eb_report_msg_validate(m, &size);
+		if (r < 0)
+			return r;
 		break;
 	case EB_MSG_STATUS:
 		/* The broker never holds more than its capacity; a status that says otherwise is
@@ -550,6 +385,10 @@ int eb_msg_decode(const struct eb_frame *frame, struct eb_msg *ret)
 		if (r >= 0)
 			r = take_be32(&c, &m.status.uptime_s);
 		break;
+	case EB_MSG_REPORT_REQ:
+	case EB_MSG_REPORT:
+		r = eb_report_msg_decode(&c, &m);
+		break;
 	case _EB_MSG_MAX:
 	case _EB_MSG_INVALID:
 		return -EBADMSG;
@@ -646,6 +485,10 @@ int eb_msg_encode(const struct eb_msg *msg, uint8_t *buf, size_t size)
 		put_be32(&w, msg->status.sinks);
 		put_be32(&w, msg->status.uptime_s);
 		break;
+	case EB_MSG_REPORT_REQ:
+	case EB_MSG_REPORT:
+		eb_report_msg_encode(&w, msg);
+		break;
 	case _EB_MSG_MAX:
 	case _EB_MSG_INVALID:
 		assert(!"msg_validate() let an invalid type through");
@@ -657,11 +500,14 @@ int eb_msg_encode(const struct eb_msg *msg, uint8_t *buf, size_t size)
 }
 
 static const char *const msg_type_table[_EB_MSG_MAX] = {
-    [EB_MSG_HELLO] = "HELLO",     [EB_MSG_WELCOME] = "WELCOME", [EB_MSG_PUT] = "PUT",
-    [EB_MSG_PUT_ACK] = "PUT_ACK", [EB_MSG_GET] = "GET",         [EB_MSG_DATA] = "DATA",
-    [EB_MSG_EMPTY] = "EMPTY",     [EB_MSG_SLEEP] = "SLEEP",     [EB_MSG_WAKE] = "WAKE",
-    [EB_MSG_QUOTA] = "QUOTA",     [EB_MSG_ERROR] = "ERROR",     [EB_MSG_STATUS_REQ] = "STATUS_REQ",
-    [EB_MSG_STATUS] = "STATUS",
+    [EB_MSG_HELLO] = "HELLO",   [EB_MSG_WELCOME] = "WELCOME",
+    [EB_MSG_PUT] = "PUT",       [EB_MSG_PUT_ACK] = "PUT_ACK",
+    [EB_MSG_GET] = "GET",       [EB_MSG_DATA] = "DATA",
+    [EB_MSG_EMPTY] = "EMPTY",   [EB_MSG_SLEEP] = "SLEEP",
+    [EB_MSG_WAKE] = "WAKE",     [EB_MSG_QUOTA] = "QUOTA",
+    [EB_MSG_ERROR] = "ERROR",   [EB_MSG_STATUS_REQ] = "STATUS_REQ",
+    [EB_MSG_STATUS] = "STATUS", [EB_MSG_REPORT_REQ] = "REPORT_REQ",
+    [EB_MSG_REPORT] = "REPORT",
 };
 
 /* NULL for a value outside the enum, as systemd's *_to_string() do. */

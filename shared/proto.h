@@ -44,6 +44,8 @@ enum eb_msg_type {
 	EB_MSG_ERROR = 11,      /* either way: code and text; the sender closes after it */
 	EB_MSG_STATUS_REQ = 12, /* admin -> broker */
 	EB_MSG_STATUS = 13,     /* broker -> admin */
+	EB_MSG_REPORT_REQ = 14, /* admin -> broker: a page of a table (report.h) */
+	EB_MSG_REPORT = 15,     /* broker -> admin: the page's rows */
 	_EB_MSG_MAX,
 	_EB_MSG_INVALID = -22, /* -EINVAL */
 };
@@ -143,6 +145,22 @@ struct eb_msg_status {
 	uint32_t uptime_s;
 };
 
+/* An admin asks for the rows of a table whose ids are above after (0: from the start). */
+struct eb_msg_report_req {
+	uint8_t table; /* enum eb_report_table */
+	uint64_t after;
+};
+
+/* One page of a table: count rows in id order, their bytes in rows (report.h reads and writes
+ * them). next is the last row's id when more rows follow, else 0. */
+struct eb_msg_report {
+	uint8_t table;
+	uint16_t count;
+	uint64_t next;
+	const uint8_t *rows;
+	uint32_t rows_len;
+};
+
 struct eb_msg {
 	enum eb_msg_type type;
 	union {
@@ -155,6 +173,8 @@ struct eb_msg {
 		struct eb_msg_retry retry; /* EMPTY, SLEEP, QUOTA */
 		struct eb_msg_error error;
 		struct eb_msg_status status;
+		struct eb_msg_report_req report_req;
+		struct eb_msg_report report;
 	};
 };
 
@@ -167,9 +187,9 @@ int eb_frame_parse(const uint8_t *buf, size_t len, struct eb_frame *ret, size_t 
 /* Writes a frame header for a payload of length bytes into buf[EB_FRAME_HEADER_SIZE]. */
 void eb_frame_header_write(uint8_t *buf, enum eb_msg_type type, uint32_t length);
 
-/* Decodes a frame's payload into *ret. Pointers in *ret (PUT and DATA bodies) point into the
- * frame's payload. Returns -EBADMSG for a payload that is truncated, too long, or has a field
- * out of range. WAKE and STATUS_REQ carry no payload. */
+/* Decodes a frame's payload into *ret. Pointers in *ret (PUT and DATA bodies, REPORT rows) point
+ * into the frame's payload. Returns -EBADMSG for a payload that is truncated, too long, or has a
+ * field out of range, REPORT rows included. WAKE and STATUS_REQ carry no payload. */
 int eb_msg_decode(const struct eb_frame *frame, struct eb_msg *ret);
 
 /* Encodes msg as a whole frame (header included) into buf of size bytes; returns the frame's

@@ -14,12 +14,29 @@
 
 #include "macro.h"
 #include "proto.h"
+#include "report.h"
 
 static const uint8_t sample_bytes[] = {0xde, 0xad, 0xbe, 0xef, 0x00, 0x01, 0x02, 0x03, 0xff};
+
+/* A page of one user row, for the sample REPORT (tests/test-report.c tests the rows). */
+static uint32_t sample_rows(uint8_t *buf, size_t size)
+{
+	struct eb_report_user row = {.id = 2,
+	                             .roles = EB_ROLE_SINK,
+	                             .sessions = 1,
+	                             .sinks = 1,
+	                             .bits_out = 4096,
+	                             .name = "vm1"};
+	int r = eb_report_user_encode(&row, buf, size);
+
+	assert_true(r > 0);
+	return (uint32_t)r;
+}
 
 /* One valid message of every type; index i holds type i + 1. */
 static struct eb_msg sample(enum eb_msg_type t)
 {
+	static uint8_t rows[EB_REPORT_USER_ROW_MAX];
 	struct eb_msg m = {.type = t};
 
 	switch (t) {
@@ -75,6 +92,16 @@ static struct eb_msg sample(enum eb_msg_type t)
 		                                  .sources = 3,
 		                                  .sinks = 4,
 		                                  .uptime_s = 86400};
+		break;
+	case EB_MSG_REPORT_REQ:
+		m.report_req = (struct eb_msg_report_req){.table = EB_REPORT_USERS, .after = 1};
+		break;
+	case EB_MSG_REPORT:
+		m.report = (struct eb_msg_report){.table = EB_REPORT_USERS,
+		                                  .count = 1,
+		                                  .next = 2,
+		                                  .rows = rows,
+		                                  .rows_len = sample_rows(rows, sizeof(rows))};
 		break;
 	case _EB_MSG_MAX:
 	case _EB_MSG_INVALID:
@@ -135,6 +162,18 @@ static void assert_msg_equal(const struct eb_msg *a, const struct eb_msg *b)
 		break;
 	case EB_MSG_STATUS:
 		assert_memory_equal(&a->status, &b->status, sizeof(a->status));
+		break;
+	case EB_MSG_REPORT_REQ:
+		assert_int_equal(a->report_req.table, b->report_req.table);
+		assert_int_equal(a->report_req.after, b->report_req.after);
+		break;
+	case EB_MSG_REPORT:
+		assert_int_equal(a->report.table, b->report.table);
+		assert_int_equal(a->report.count, b->report.count);
+		assert_int_equal(a->report.next, b->report.next);
+		assert_int_equal(a->report.rows_len, b->report.rows_len);
+		if (a->report.rows_len > 0)
+			assert_memory_equal(a->report.rows, b->report.rows, a->report.rows_len);
 		break;
 	case _EB_MSG_MAX:
 	case _EB_MSG_INVALID:

@@ -7,9 +7,55 @@
 
 #include "fuzz.h"
 #include "proto.h"
+#include "report.h"
 
 /* A few frames of the largest size are plenty; longer inputs only slow the fuzzer down. */
 #define INPUT_MAX (4 * EB_FRAME_MAX)
+
+/* Every row of an accepted REPORT reads back, each re-encodes to its own bytes, and they are
+ * exactly count rows in increasing id order. */
+static void check_report(const struct eb_msg_report *m)
+{
+	struct eb_report_rows it;
+	uint8_t row_buf[EB_REPORT_SESSION_ROW_MAX];
+	const uint8_t *p = m->rows;
+	uint64_t last = 0;
+	unsigned n = 0;
+	int r;
+
+	check(m->count <= EB_REPORT_ROWS_MAX);
+	eb_report_rows_init(&it, m);
+	for (;;) {
+		struct eb_report_session s;
+		struct eb_report_user u;
+		uint64_t id;
+		int k;
+
+		if (m->table == EB_REPORT_SESSIONS) {
+			r = eb_report_next_session(&it, &s);
+			if (r <= 0)
+				break;
+			check(eb_source_health_to_string(s.health));
+			k = eb_report_session_encode(&s, row_buf, sizeof(row_buf));
+			id = s.id;
+		} else {
+			check(m->table == EB_REPORT_USERS);
+			r = eb_report_next_user(&it, &u);
+			if (r <= 0)
+				break;
+			k = eb_report_user_encode(&u, row_buf, sizeof(row_buf));
+			id = u.id;
+		}
+		check(k > 0 && memcmp(row_buf, p, (size_t)k) == 0);
+		check(id > last);
+		p += k;
+		last = id;
+		n++;
+	}
+	check(r == 0);
+	check(n == m->count);
+	check(m->next == 0 || m->next == last);
+}
 
 static void check_msg(const struct eb_frame *f, const uint8_t *frame, size_t n)
 {
@@ -58,7 +104,11 @@ static void check_msg(const struct eb_frame *f, const uint8_t *frame, size_t n)
 		check(eb_error_code_to_string(m.error.code));
 		check(strlen(m.error.text) <= EB_TEXT_MAX);
 		break;
+	case EB_MSG_REPORT:
+		check_report(&m.report);
+		break;
 	case EB_MSG_PUT_ACK:
+	case EB_MSG_REPORT_REQ:
 	case EB_MSG_EMPTY:
 	case EB_MSG_SLEEP:
 	case EB_MSG_WAKE:

@@ -326,6 +326,19 @@ static void session_seeds(void)
 	simple_msg(&s, 0, EB_MSG_STATUS_REQ);
 	save("session", "plain-all-roles", s.data, s.len);
 
+	/* An admin reads both tables while a source and a sink are connected. */
+	modes[1] = MODE_PLAIN;
+	script_start(&s, 2, modes);
+	hello(&s, 0, EB_ROLE_SOURCE | EB_ROLE_SINK);
+	put_msg(&s, 0, 1024, 4096);
+	get_msg(&s, 0, 1024, EB_GET_FULL);
+	hello(&s, 1, EB_ROLE_ADMIN);
+	m = (struct eb_msg){.type = EB_MSG_REPORT_REQ, .report_req = {.table = 1}};
+	op_msg_run(&s, 1, &m);
+	m.report_req = (struct eb_msg_report_req){.table = 2, .after = 1};
+	op_msg_run(&s, 1, &m);
+	save("session", "plain-admin-report", s.data, s.len);
+
 	/* A GET the empty pool cannot back waits, then the clock runs out its wait. */
 	script_start(&s, 1, modes);
 	hello(&s, 0, EB_ROLE_SINK);

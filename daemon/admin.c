@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: MIT */
+/* The admin's view: what sessions count for it, and the REPORT pages of sessions and users. Only
+ * what the broker already holds is shown: names, addresses and counters, never a key. */
+#include "admin.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+#include "conf.h"
+#include "list.h"
+#include "macro.h"
+#include "report.h"
+#include "scheduler.h"
+#include "session.h"
+
+static struct user_totals *totals_of(struct session *s)
+{
+	return &s->broker->totals[s->user];
+}
+
+void admin_count_put(struct session *s, size_t bytes, uint64_t claim, bool stuck, uint64_t credited)
+{
+	struct user_totals *t = totals_of(s);
+
+	s->bytes_in += bytes;
+	s->bits_in += credited;
+	s->put_claimed = claim > 0;
+	s->put_stuck = stuck;
+	t->bytes_in += bytes;
+	t->bits_in += credited;
+	admin_seen(s);
+}
+
+void admin_count_data(struct session *s, size_t bytes, uint32_t bits)
+{
+	struct user_totals *t = totals_of(s);
+
+	if (s->get.drbg) {
+		s->bytes_drbg += bytes;
+		t->bytes_drbg += bytes;
+	} else {
+		s->bits_out += bits;
+		t->bits_out += bits;
+	}
+}
+
+void admin_seen(struct session *s)
+{
+	s->last_usec = broker_now(s->broker);
+}
+
+static uint32_t ms_since(uint64_t then, uint64_t now)
+{
+	uint64_t ms = now > then ? (now - then) / 1000 : 0;
+
+	return (uint32_t)MIN(ms, (uint64_t)UINT32_MAX);
+}
+
+static enum eb_source_health source_health(const struct session *s, uint64_t now)
+{
+	if (!(s->roles & EB_ROLE_SOURCE))
+		return EB_SOURCE_NONE;
+	/* Asleep, a source is silent because it was told to be. */
+	if (!s->asleep && ms_since(s->last_usec, now) >= EB_SOURCE_SILENT_MS)
+		return EB_SOURCE_SILENT;
+	if (s->bytes_in == 0)
+		return EB_SOURCE_NEW;
+	if (s->put_stuck)
+		return EB_SOURCE_STUCK;
+	return s->put_claimed ? EB_SOURCE_OK : EB_SOURCE_NO_CLAIM;
+}
+
+/* The user's quota bucket now, or false when the user has none. */
+static bool quota_left(struct broker *b, int user, uint64_t now, uint64_t *ret)
+{
+	const struct eb_user *u = &b->conf->users[user];
+	double tokens;
+
+	if (u->quota_bits_per_hour == 0)
+		return false;
+	tokens = sched_quota_tokens(&b->quotas[user], u->quota_bits_per_hour, now);
+	tokens = tokens < 0 ? 0 : tokens;
+	*ret = MIN((uint64_t)tokens, u->quota_bits_per_hour);
+	return true;
+}
+
+/* The broker writes a peer's address itself, but the listener's name comes from systemd:
+ * anything outside printable ASCII is shown as "?" rather than failing the page. */
+static void copy_printable(char *dst, size_t size, const char *src)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < size && src[i]; i++)
+		dst[i] = src[i] >= 0x20 && src[i] < 0x7f ? src[i] : '?';
+	dst[i] = '\0';
+}
+
+static void session_row(struct broker *b, struct session *s, uint64_t now,
+                        struct eb_report_session *ret)
+{
+	const struct eb_user *u = &b->conf->users[s->user];
+	uint64_t left = 0;
+
+	*ret = (struct eb_report_session){
+	    .id = s->id,
+	    .roles = (uint8_t)s->roles,
+	    .health = source_health(s, now),
+	    .flags = s->local ? 0 : EB_REPORT_TLS,
+	    .claim_mbits_per_byte = s->claim_mbits_per_byte,
+	    .connected_s = ms_since(s->accepted_usec, now) / 1000,
+	    .last_ms = ms_since(s->last_usec, now),
+	    .bytes_in = s->bytes_in,
+	    .bits_in = s->bits_in,
+	    .bits_out = s->bits_out,
+	    .bytes_drbg = s->bytes_drbg,
+	};
+	if ((s->roles & EB_ROLE_SOURCE) && s->asleep)
+		ret->flags |= EB_REPORT_ASLEEP;
+	if (s->get_pending) {
+		ret->flags |= EB_REPORT_WAITING;
+		ret->waiting_ms = ms_since(s->get.since_usec, now);
+	}
+	if (quota_left(b, s->user, now, &left)) {
+		ret->flags |= EB_REPORT_QUOTA;
+		ret->quota_left_bits = left;
+	}
+	snprintf(ret->user, sizeof(ret->user), "%s", u->name);
+	snprintf(ret->kind, sizeof(ret->kind), "%s", s->kind);
+	copy_printable(ret->peer, sizeof(ret->peer), s->peer);
+}
+
+static int by_id(const void *a, const void *b)
+{
+	const struct session *x = *(struct session *const *)a, *y = *(struct session *const *)b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Sessions that said HELLO and are not closing, with ids above after, in id order. A page costs
+ * a pass over the sessions and a sort of those after it: an admin's request, not the hot path. */
+static int sessions_page(struct broker *b, uint64_t after, uint8_t *buf, size_t size,
+                         struct eb_msg_report *ret)
+{
+	_cleanup_free_ struct session **v = NULL;
+	struct session *s;
+	uint64_t now = broker_now(b);
+	size_t n = 0, used = 0;
+	unsigned count = 0;
+
+	v = malloc(MAX(b->n_sessions, 1u) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	eb_list_foreach(s, &b->sessions, node)
+		if (s->state == SESSION_READY && s->id > after && n < b->n_sessions)
+			v[n++] = s;
+	qsort(v, n, sizeof(*v), by_id);
+
+	for (; count < n && count < EB_REPORT_ROWS_MAX; count++) {
+		struct eb_report_session row;
+		int k;
+
+		session_row(b, v[count], now, &row);
+		k = eb_report_session_encode(&row, buf + used, size - used);
+		if (k < 0)
+			return k;
+		used += (size_t)k;
+	}
+	*ret = (struct eb_msg_report){
+	    .table = EB_REPORT_SESSIONS,
+	    .count = (uint16_t)count,
+	    .next = count < n ? v[count - 1]->id : 0,
+	    .rows = used > 0 ? buf : NULL,
+	    .rows_len = (uint32_t)used,
+	};
+	return 0;
+}
+
+/* Users in the order of the configuration; their id is their place in it, from 1. */
+static int users_page(struct broker *b, uint64_t after, uint8_t *buf, size_t size,
+                      struct eb_msg_report *ret)
+{
+	_cleanup_free_ uint32_t *counts = NULL;
+	const struct eb_conf *conf = b->conf;
+	struct session *s;
+	uint64_t now = broker_now(b);
+	size_t used = 0;
+	unsigned count = 0, i;
+
+	/* Sessions, sources and sinks per user, established now. */
+	counts = calloc(MAX(conf->n_users, 1u) * 3, sizeof(*counts));
+	if (!counts)
+		return -ENOMEM;
+	eb_list_foreach(s, &b->sessions, node) {
+		if (s->state != SESSION_READY)
+			continue;
+		counts[3 * s->user]++;
+		counts[3 * s->user + 1] += !!(s->roles & EB_ROLE_SOURCE);
+		counts[3 * s->user + 2] += !!(s->roles & EB_ROLE_SINK);
+	}
+
+	for (i = after < conf->n_users ? (unsigned)after : conf->n_users;
+	     i < conf->n_users && count < EB_REPORT_ROWS_MAX; i++, count++) {
+		const struct eb_user *u = &conf->users[i];
+		const struct user_totals *t = &b->totals[i];
+		struct eb_report_user row = {
+		    .id = i + 1,
+		    .roles = (uint8_t)u->roles,
+		    .sessions = counts[3 * i],
+		    .sources = counts[3 * i + 1],
+		    .sinks = counts[3 * i + 2],
+		    .bytes_in = t->bytes_in,
+		    .bits_in = t->bits_in,
+		    .bits_out = t->bits_out,
+		    .bytes_drbg = t->bytes_drbg,
+		};
+		int k;
+
+		if (quota_left(b, (int)i, now, &row.quota_left_bits)) {
+			row.flags = EB_REPORT_USER_QUOTA;
+			row.quota_bits_per_hour = u->quota_bits_per_hour;
+		}
+		snprintf(row.name, sizeof(row.name), "%s", u->name);
+		k = eb_report_user_encode(&row, buf + used, size - used);
+		if (k < 0)
+			return k;
+		used += (size_t)k;
+	}
+	*ret = (struct eb_msg_report){
+	    .table = EB_REPORT_USERS,
+	    .count = (uint16_t)count,
+	    .next = i < conf->n_users ? i : 0,
+	    .rows = used > 0 ? buf : NULL,
+	    .rows_len = (uint32_t)used,
+	};
+	return 0;
+}
+
+int admin_report(struct broker *b, const struct eb_msg_report_req *q, uint8_t *buf, size_t size,
+                 struct eb_msg *ret)
+{
+	struct eb_msg m = {.type = EB_MSG_REPORT};
+	int r = -EINVAL;
+
+	switch ((enum eb_report_table)q->table) {
+	case EB_REPORT_SESSIONS:
+		r = sessions_page(b, q->after, buf, size, &m.report);
+		break;
+	case EB_REPORT_USERS:
+		r = users_page(b, q->after, buf, size, &m.report);
+		break;
+	case _EB_REPORT_TABLE_MAX:
+	case _EB_REPORT_TABLE_INVALID:
+		break;
+	}
+	if (r < 0)
+		return r;
+	*ret = m;
+	return 0;
+}

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/* The admin's report: the rows of REPORT frames, one per session or per user, paged by id. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+enum eb_report_table {
+	EB_REPORT_SESSIONS = 1, /* established sessions: sources, sinks, admins */
+	EB_REPORT_USERS = 2,    /* configured users, connected or not */
+	_EB_REPORT_TABLE_MAX,
+	_EB_REPORT_TABLE_INVALID = -22,
+};
+
+/* What the broker can tell of a source from the data it sends; it never sees the source's own
+ * health tests, only their effect (a failing source sends nothing). */
+enum eb_source_health {
+	EB_SOURCE_NONE = 0,     /* the session is not a source */
+	EB_SOURCE_NEW = 1,      /* no PUT yet */
+	EB_SOURCE_OK = 2,       /* the latest PUT claimed credit and was given it */
+	EB_SOURCE_NO_CLAIM = 3, /* the latest PUT claimed nothing, or the user's cap is 0 */
+	EB_SOURCE_STUCK = 4, /* the latest PUT repeated itself: the broker's test withheld credit */
+	EB_SOURCE_SILENT = 5, /* awake, but no PUT for EB_SOURCE_SILENT_MS */
+	_EB_SOURCE_HEALTH_MAX,
+	_EB_SOURCE_HEALTH_INVALID = -22,
+};
+
+/* A source that has been awake this long without a PUT is silent: a source whose own health
+ * tests failed sends nothing until they pass again. */
+#define EB_SOURCE_SILENT_MS 60000
+
+/* Session flags. */
+enum {
+	EB_REPORT_ASLEEP = 1 << 0,  /* told to SLEEP, no WAKE yet */
+	EB_REPORT_WAITING = 1 << 1, /* a GET waits for an answer; waiting_ms says how long */
+	EB_REPORT_QUOTA = 1 << 2,   /* the user has a quota; quota_left_bits is what it holds */
+	EB_REPORT_TLS = 1 << 3,     /* over TLS (TCP, vsock, unix-tls), else plain unix */
+};
+#define EB_REPORT_SESSION_FLAGS                                                                    \
+	(EB_REPORT_ASLEEP | EB_REPORT_WAITING | EB_REPORT_QUOTA | EB_REPORT_TLS)
+
+/* Rows in one REPORT; a table of 10,000 sessions is 79 pages. */
+#define EB_REPORT_ROWS_MAX 128
+/* "tcp [2001:db8::1]:40000", "unix pid=12 uid=1000": the broker's words for a peer. */
+#define EB_PEER_MAX 127
+
+struct eb_report_session {
+	uint64_t id; /* the broker's number for the session: increasing, never reused */
+	uint8_t roles;
+	enum eb_source_health health;
+	uint8_t flags;
+	uint32_t claim_mbits_per_byte; /* the HELLO's claim */
+	uint32_t connected_s;          /* since accept */
+	uint32_t last_ms;              /* since the last HELLO, PUT or GET */
+	uint32_t waiting_ms;           /* EB_REPORT_WAITING: since the GET arrived; else 0 */
+	uint64_t bytes_in;             /* PUT bytes taken */
+	uint64_t bits_in;              /* of those, bits credited */
+	uint64_t bits_out;             /* full-entropy bits served */
+	uint64_t bytes_drbg;           /* DRBG bytes served */
+	uint64_t quota_left_bits;      /* EB_REPORT_QUOTA: the user's bucket now; else 0 */
+	char user[EB_KIND_MAX + 1];
+	char kind[EB_KIND_MAX + 1];
+	char peer[EB_PEER_MAX + 1];
+};
+
+/* User flags. */
+enum {
+	EB_REPORT_USER_QUOTA = 1 << 0, /* quota_bits_per_hour and quota_left_bits are set */
+};
+
+struct eb_report_user {
+	uint64_t id; /* its place in the configuration, from 1; a reload may renumber */
+	uint8_t roles;
+	uint8_t flags;
+	uint32_t sessions, sources, sinks; /* established now; one session may be both */
+	uint64_t bytes_in, bits_in, bits_out,
+	    bytes_drbg; /* since start, closed sessions included */
+	uint64_t quota_bits_per_hour, quota_left_bits;
+	char name[EB_KIND_MAX + 1];
+};
+
+/* The most bytes one row takes on the wire. */
+#define EB_REPORT_SESSION_ROW_MAX (68 + 6 + 2 * EB_KIND_MAX + EB_PEER_MAX)
+#define EB_REPORT_USER_ROW_MAX    (72 + 2 + EB_KIND_MAX)
+/* Enough for the rows of any one REPORT. */
+#define EB_REPORT_ROWS_SIZE (EB_REPORT_ROWS_MAX * EB_REPORT_SESSION_ROW_MAX)
+
+/* Appends a row to buf; returns the bytes written, -ENOBUFS when it does not fit, or -EINVAL
+ * for a field out of range (what the decoder would refuse). */
+int eb_report_session_encode(const struct eb_report_session *row, uint8_t *buf, size_t size);
+int eb_report_user_encode(const struct eb_report_user *row, uint8_t *buf, size_t size);
+
+/* Reads the rows of a REPORT that eb_msg_decode() accepted. */
+struct eb_report_rows {
+	const uint8_t *p;
+	size_t left;
+};
+void eb_report_rows_init(struct eb_report_rows *it, const struct eb_msg_report *m);
+/* 1 and the next row in *ret, 0 at the end, -EBADMSG for a row that is not well-formed. */
+int eb_report_next_session(struct eb_report_rows *it, struct eb_report_session *ret);
+int eb_report_next_user(struct eb_report_rows *it, struct eb_report_user *ret);
+
+const char *eb_report_table_to_string(enum eb_report_table t);
+const char *eb_source_health_to_string(enum eb_source_health h);

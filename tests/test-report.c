@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for shared/report.c: the REPORT rows' golden bytes, their rules, and a full page. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "macro.h"
+#include "proto.h"
+#include "report.h"
+
+static struct eb_report_session session_sample(void)
+{
+	return (struct eb_report_session){
+	    .id = 7,
+	    .roles = EB_ROLE_SOURCE | EB_ROLE_SINK,
+	    .health = EB_SOURCE_OK,
+	    .flags = EB_REPORT_WAITING | EB_REPORT_TLS,
+	    .claim_mbits_per_byte = 7500,
+	    .connected_s = 60,
+	    .last_ms = 250,
+	    .waiting_ms = 100,
+	    .bytes_in = 4096,
+	    .bits_in = 30000,
+	    .bits_out = 8192,
+	    .bytes_drbg = 1,
+	    .user = "al",
+	    .kind = "k",
+	    .peer = "tcp",
+	};
+}
+
+/* Encodes a page of rows into a frame and decodes it back: the decoder's verdict. */
+static int page(uint8_t table, const uint8_t *rows, size_t len, uint16_t count, uint64_t next)
+{
+	uint8_t buf[EB_FRAME_MAX];
+	struct eb_msg m = {.type = EB_MSG_REPORT,
+	                   .report = {.table = table,
+	                              .count = count,
+	                              .next = next,
+	                              .rows = len ? rows : NULL,
+	                              .rows_len = (uint32_t)len}};
+	struct eb_frame f;
+	size_t n;
+	int r;
+
+	r = eb_msg_encode(&m, buf, sizeof(buf));
+	if (r < 0)
+		return r;
+	assert_int_equal(eb_frame_parse(buf, (size_t)r, &f, &n), 0);
+	return eb_msg_decode(&f, &m);
+}
+
+/* These bytes are the wire format of docs/protocol.md's section on REPORT. */
+static void test_golden(void **state)
+{
+	static const uint8_t golden[] = {
+	    0,    0,    0,    0,    0, 0, 0,    7, /* id */
+	    0x03, 0x02, 0x0a, 0x00, /* roles, health ok, flags waiting|tls, reserved */
+	    0x00, 0x00, 0x1d, 0x4c, /* claim 7500 */
+	    0x00, 0x00, 0x00, 0x3c, /* connected 60 s */
+	    0x00, 0x00, 0x00, 0xfa, /* last 250 ms */
+	    0x00, 0x00, 0x00, 0x64, /* waiting 100 ms */
+	    0,    0,    0,    0,    0, 0, 0x10, 0x00, /* bytes in */
+	    0,    0,    0,    0,    0, 0, 0x75, 0x30, /* bits in */
+	    0,    0,    0,    0,    0, 0, 0x20, 0x00, /* bits out */
+	    0,    0,    0,    0,    0, 0, 0,    1,    /* drbg bytes */
+	    0,    0,    0,    0,    0, 0, 0,    0,    /* quota left */
+	    0,    2,    'a',  'l',  0, 1, 'k',  0,    3, 't', 'c', 'p',
+	};
+	static const uint8_t req[] = {
+	    0x0e, 0, 0, 0, 0, 0, 0, 12, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0x00,
+	};
+	struct eb_report_session s = session_sample(), back;
+	struct eb_msg m = {.type = EB_MSG_REPORT_REQ, .report_req = {.table = 2, .after = 256}};
+	struct eb_report_rows it;
+	uint8_t buf[EB_REPORT_SESSION_ROW_MAX];
+	int r;
+
+	(void)state;
+	r = eb_report_session_encode(&s, buf, sizeof(buf));
+	assert_int_equal(r, sizeof(golden));
+	assert_memory_equal(buf, golden, sizeof(golden));
+	for (int size = 0; size < r; size++)
+		assert_int_equal(eb_report_session_encode(&s, buf, (size_t)size), -ENOBUFS);
+
+	it = (struct eb_report_rows){golden, sizeof(golden)};
+	assert_int_equal(eb_report_next_session(&it, &back), 1);
+	/* Field by field: the structs' padding is nobody's. */
+	assert_int_equal(back.id, s.id);
+	assert_int_equal(back.roles, s.roles);
+	assert_int_equal(back.health, s.health);
+	assert_int_equal(back.flags, s.flags);
+	assert_int_equal(back.claim_mbits_per_byte, s.claim_mbits_per_byte);
+	assert_int_equal(back.connected_s, s.connected_s);
+	assert_int_equal(back.last_ms, s.last_ms);
+	assert_int_equal(back.waiting_ms, s.waiting_ms);
+	assert_int_equal(back.bytes_in, s.bytes_in);
+	assert_int_equal(back.bits_in, s.bits_in);
+	assert_int_equal(back.bits_out, s.bits_out);
+	assert_int_equal(back.bytes_drbg, s.bytes_drbg);
+	assert_int_equal(back.quota_left_bits, s.quota_left_bits);
+	assert_string_equal(back.user, "al");
+	assert_string_equal(back.kind, "k");
+	assert_string_equal(back.peer, "tcp");
+	assert_int_equal(eb_report_next_session(&it, &back), 0);
+
+	r = eb_msg_encode(&m, buf, sizeof(buf));
+	assert_int_equal(r, sizeof(req));
+	assert_memory_equal(buf, req, sizeof(req));
+}
+
+/* What a row may not say, each refused by the encoder (and so by the decoder). */
+static void test_session_rules(void **state)
+{
+	uint8_t buf[EB_REPORT_SESSION_ROW_MAX];
+	struct eb_report_session s;
+
+#define REFUSED(change)                                                                            \
+	do {                                                                                       \
+		s = session_sample();                                                              \
+		change;                                                                            \
+		assert_int_equal(eb_report_session_encode(&s, buf, sizeof(buf)), -EINVAL);         \
+	} while (0)
+
+	(void)state;
+	REFUSED(s.id = 0);
+	REFUSED(s.roles = 0);
+	REFUSED(s.roles = 8 | EB_ROLE_SOURCE);
+	REFUSED(s.health = EB_SOURCE_NONE); /* a source has a health */
+	REFUSED(s.roles = EB_ROLE_SINK);    /* a sink has none */
+	REFUSED(s.health = _EB_SOURCE_HEALTH_MAX);
+	REFUSED(s.flags |= 0x10);
+	REFUSED(s.flags &= ~EB_REPORT_WAITING); /* waiting_ms without it */
+	REFUSED(s.roles = EB_ROLE_SOURCE);      /* waiting, not a sink */
+	REFUSED(s.quota_left_bits = 1);         /* no quota flag */
+	REFUSED(s.claim_mbits_per_byte = 8001);
+	REFUSED(s.bits_in = 4096 * 8 + 1); /* more than 8 per byte */
+	REFUSED(s.user[0] = '\0');
+	REFUSED(s.peer[0] = '\0');
+	REFUSED(memset(s.kind, 'x', sizeof(s.kind))); /* unterminated */
+	REFUSED(s.kind[0] = '\n');                    /* control character */
+	REFUSED(s.roles = EB_ROLE_SINK; s.health = EB_SOURCE_NONE; s.waiting_ms = 0;
+	        s.flags = EB_REPORT_ASLEEP); /* only a source sleeps */
+#undef REFUSED
+
+	s = session_sample();
+	s.bits_in = UINT64_MAX;
+	s.bytes_in = UINT64_MAX / 8 + 1;
+	assert_true(eb_report_session_encode(&s, buf, sizeof(buf)) > 0);
+}
+
+static void test_user_rules(void **state)
+{
+	uint8_t buf[EB_REPORT_USER_ROW_MAX];
+	struct eb_report_user u;
+
+#define REFUSED(change)                                                                            \
+	do {                                                                                       \
+		u = (struct eb_report_user){.id = 1,                                               \
+		                            .roles = EB_ROLE_SINK,                                 \
+		                            .flags = EB_REPORT_USER_QUOTA,                         \
+		                            .sessions = 2,                                         \
+		                            .sinks = 2,                                            \
+		                            .quota_bits_per_hour = 100,                            \
+		                            .quota_left_bits = 100,                                \
+		                            .name = "vm1"};                                        \
+		assert_true(eb_report_user_encode(&u, buf, sizeof(buf)) > 0);                      \
+		change;                                                                            \
+		assert_int_equal(eb_report_user_encode(&u, buf, sizeof(buf)), -EINVAL);            \
+	} while (0)
+
+	(void)state;
+	REFUSED(u.id = 0);
+	REFUSED(u.sinks = 3);
+	REFUSED(u.sources = 3);
+	REFUSED(u.quota_left_bits = 101); /* a bucket holds an hour at most */
+	REFUSED(u.quota_bits_per_hour = 0);
+	REFUSED(u.flags = 0);
+	REFUSED(u.flags = 2);
+	REFUSED(u.bits_in = 1);
+	REFUSED(u.name[0] = '\0');
+#undef REFUSED
+}
+
+/* 128 rows of the widest kind fit one frame; the page's rules hold on the way in. */
+static void test_pages(void **state)
+{
+	static uint8_t rows[EB_REPORT_ROWS_SIZE + EB_REPORT_SESSION_ROW_MAX];
+	struct eb_report_session s = session_sample();
+	size_t used = 0, first = 0;
+	uint64_t last = 0;
+
+	(void)state;
+	memset(s.user, 'u', EB_KIND_MAX);
+	memset(s.kind, 'k', EB_KIND_MAX);
+	memset(s.peer, 'p', EB_PEER_MAX);
+	for (unsigned i = 0; i <= EB_REPORT_ROWS_MAX; i++) {
+		int r;
+
+		s.id = last = 10 + i;
+		r = eb_report_session_encode(&s, rows + used, sizeof(rows) - used);
+		assert_int_equal(r, EB_REPORT_SESSION_ROW_MAX);
+		if (i == 0)
+			first = (size_t)r;
+		if (i < EB_REPORT_ROWS_MAX)
+			used += (size_t)r;
+	}
+	assert_int_equal(page(EB_REPORT_SESSIONS, rows, used, EB_REPORT_ROWS_MAX, last - 1), 0);
+	assert_int_equal(page(EB_REPORT_SESSIONS, rows, used, EB_REPORT_ROWS_MAX, 0), 0);
+	/* One row more than a page may have. */
+	assert_int_equal(page(EB_REPORT_SESSIONS, rows, used + first, EB_REPORT_ROWS_MAX + 1, 0),
+	                 -EINVAL);
+	/* next names the last row or nothing. */
+	assert_int_equal(page(EB_REPORT_SESSIONS, rows, used, EB_REPORT_ROWS_MAX, last), -EINVAL);
+	assert_int_equal(page(EB_REPORT_SESSIONS, rows, 0, 0, 5), -EINVAL);
+	assert_int_equal(page(EB_REPORT_SESSIONS, NULL, 0, 0, 0), 0);
+	/* The count is the rows there, the table the kind of row. */
+	assert_int_equal(page(EB_REPORT_SESSIONS, rows, used, EB_REPORT_ROWS_MAX - 1, 0), -EINVAL);
+	assert_int_equal(page(EB_REPORT_USERS, rows, first, 1, 0), -EINVAL);
+	assert_int_equal(page(3, NULL, 0, 0, 0), -EINVAL);
+	/* Ids increase: the same row twice is refused. */
+	memcpy(rows + first, rows, first);
+	assert_int_equal(page(EB_REPORT_SESSIONS, rows, 2 * first, 2, 0), -EINVAL);
+}
+
+static void test_strings(void **state)
+{
+	(void)state;
+	assert_string_equal(eb_report_table_to_string(EB_REPORT_USERS), "users");
+	assert_null(eb_report_table_to_string(_EB_REPORT_TABLE_MAX));
+	for (int h = 0; h < _EB_SOURCE_HEALTH_MAX; h++)
+		assert_non_null(eb_source_health_to_string(h));
+	assert_string_equal(eb_source_health_to_string(EB_SOURCE_STUCK), "stuck");
+	assert_null(eb_source_health_to_string(_EB_SOURCE_HEALTH_INVALID));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_golden),     cmocka_unit_test(test_session_rules),
+	    cmocka_unit_test(test_user_rules), cmocka_unit_test(test_pages),
+	    cmocka_unit_test(test_strings),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
