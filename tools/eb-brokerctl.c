@@ -1,23 +1,67 @@
 /* SPDX-License-Identifier: MIT */
-/* eb-brokerctl: asks a broker how it is doing. */
+/* eb-brokerctl: asks a broker how it is doing, as aligned tables for people or JSON for scripts. */
 #include <errno.h>
 #include <inttypes.h>
+#include <json-c/json.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "log.h"
+#include "macro.h"
+#include "report.h"
+#include "table.h"
+
+/* A broker with 65536 network and 65536 local sessions has this many; a broker that pages on
+ * beyond it is broken, and the listing stops rather than grow without end. */
+#define ROWS_MAX (2 * 65536 + 1024)
+
+enum command {
+	CMD_STATUS,
+	CMD_SOURCES,
+	CMD_SINKS,
+	CMD_USERS,
+	_CMD_MAX,
+	_CMD_INVALID = -EINVAL,
+};
+
+static const char *const command_names[_CMD_MAX] = {
+    [CMD_STATUS] = "status",
+    [CMD_SOURCES] = "sources",
+    [CMD_SINKS] = "sinks",
+    [CMD_USERS] = "users",
+};
 
 static bool arg_json;
 
 static void help(void)
 {
-	printf("Usage: eb-brokerctl [OPTIONS] status [--json]\n\n"
-	       "Shows a broker's pool level, capacity, sources and sinks.\n\n"
+	printf("Usage: eb-brokerctl [OPTIONS] status|sources|sinks|users [--json]\n\n"
+	       "Shows a broker's pool, its sources, its sinks or its users.\n\n"
+	       "  status                pool level, capacity, totals in and out\n"
+	       "  sources               one line per source session: user, peer, kind, bytes in,\n"
+	       "                        bits credited, claimed H, health, last seen\n"
+	       "  sinks                 one line per sink session: user, peer, bits served, quota\n"
+	       "                        left, waiting since\n"
+	       "  users                 one line per configured user: roles, sessions, totals\n\n"
 	       "      --json            print one JSON object\n" EB_CLI_CLIENT_HELP
 	       "\nWithout --broker, unix:/run/entropy-broker/broker.sock is used.\n"
 	       "See eb-brokerctl(1).\n");
+}
+
+static void print_json(struct json_object *o)
+{
+	const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+	                                                      JSON_C_TO_STRING_NOSLASHESCAPE);
+
+	puts(s ? s : "null");
+}
+
+static void add_u64(struct json_object *o, const char *key, uint64_t v)
+{
+	json_object_object_add(o, key, json_object_new_uint64(v));
 }
 
 static void print_status(const char *broker, const struct eb_msg_status *st)
@@ -25,18 +69,20 @@ static void print_status(const char *broker, const struct eb_msg_status *st)
 	unsigned pct = st->capacity_bits ? (unsigned)(st->pool_bits * 100 / st->capacity_bits) : 0;
 
 	if (arg_json) {
-		printf("{\"broker\":\"");
-		/* A URI is ours, but quote defensively: it came from the command line. */
-		for (const char *p = broker; *p; p++)
-			if (*p == '"' || *p == '\\')
-				printf("\\%c", *p);
-			else if ((unsigned char)*p >= 0x20)
-				putchar(*p);
-		printf("\",\"pool_bits\":%" PRIu64 ",\"capacity_bits\":%" PRIu64
-		       ",\"fill_percent\":%u,\"sources\":%u,\"sinks\":%u,\"bits_in\":%" PRIu64
-		       ",\"bits_out\":%" PRIu64 ",\"bytes_drbg\":%" PRIu64 ",\"uptime_s\":%u}\n",
-		       st->pool_bits, st->capacity_bits, pct, st->sources, st->sinks, st->bits_in,
-		       st->bits_out, st->bytes_drbg, st->uptime_s);
+		struct json_object *o = json_object_new_object();
+
+		json_object_object_add(o, "broker", json_object_new_string(broker));
+		add_u64(o, "pool_bits", st->pool_bits);
+		add_u64(o, "capacity_bits", st->capacity_bits);
+		add_u64(o, "fill_percent", pct);
+		add_u64(o, "sources", st->sources);
+		add_u64(o, "sinks", st->sinks);
+		add_u64(o, "bits_in", st->bits_in);
+		add_u64(o, "bits_out", st->bits_out);
+		add_u64(o, "bytes_drbg", st->bytes_drbg);
+		add_u64(o, "uptime_s", st->uptime_s);
+		print_json(o);
+		json_object_put(o);
 		return;
 	}
 	printf("Broker:   %s\n"
@@ -50,6 +96,256 @@ static void print_status(const char *broker, const struct eb_msg_status *st)
 	       st->bits_out, st->bytes_drbg, st->uptime_s);
 }
 
+static struct json_object *roles_json(unsigned roles)
+{
+	struct json_object *a = json_object_new_array();
+
+	if (roles & EB_ROLE_SOURCE)
+		json_object_array_add(a, json_object_new_string("source"));
+	if (roles & EB_ROLE_SINK)
+		json_object_array_add(a, json_object_new_string("sink"));
+	if (roles & EB_ROLE_ADMIN)
+		json_object_array_add(a, json_object_new_string("admin"));
+	return a;
+}
+
+/* "1.5s", "3m20s", "2h05m": how long ago, at a glance. */
+static const char *ago(uint32_t ms, char *buf, size_t size)
+{
+	uint32_t s = ms / 1000;
+
+	if (s < 60)
+		snprintf(buf, size, "%u.%us", s, ms % 1000 / 100);
+	else if (s < 3600)
+		snprintf(buf, size, "%um%02us", s / 60, s % 60);
+	else
+		snprintf(buf, size, "%uh%02um", s / 3600, s / 60 % 60);
+	return buf;
+}
+
+static const char *u64(uint64_t v, char *buf, size_t size)
+{
+	snprintf(buf, size, "%" PRIu64, v);
+	return buf;
+}
+
+static struct json_object *session_json(const struct eb_report_session *s, enum command cmd)
+{
+	struct json_object *o = json_object_new_object();
+
+	add_u64(o, "id", s->id);
+	json_object_object_add(o, "user", json_object_new_string(s->user));
+	json_object_object_add(o, "peer", json_object_new_string(s->peer));
+	json_object_object_add(o, "kind", json_object_new_string(s->kind));
+	json_object_object_add(o, "roles", roles_json(s->roles));
+	json_object_object_add(o, "tls", json_object_new_boolean(s->flags & EB_REPORT_TLS));
+	add_u64(o, "connected_s", s->connected_s);
+	add_u64(o, "last_seen_ms", s->last_ms);
+	if (cmd == CMD_SOURCES) {
+		add_u64(o, "bytes_in", s->bytes_in);
+		add_u64(o, "bits_credited", s->bits_in);
+		add_u64(o, "claim_mbits_per_byte", s->claim_mbits_per_byte);
+		json_object_object_add(
+		    o, "health", json_object_new_string(eb_source_health_to_string(s->health)));
+		json_object_object_add(o, "asleep",
+		                       json_object_new_boolean(s->flags & EB_REPORT_ASLEEP));
+	} else {
+		add_u64(o, "bits_served", s->bits_out);
+		add_u64(o, "bytes_drbg", s->bytes_drbg);
+		/* null: no quota, no waiting GET. */
+		json_object_object_add(
+		    o, "quota_left_bits",
+		    s->flags & EB_REPORT_QUOTA ? json_object_new_uint64(s->quota_left_bits) : NULL);
+		json_object_object_add(
+		    o, "waiting_ms",
+		    s->flags & EB_REPORT_WAITING ? json_object_new_uint64(s->waiting_ms) : NULL);
+	}
+	return o;
+}
+
+static int session_cells(const struct eb_report_session *s, enum command cmd, struct table *t)
+{
+	char a[32], b[32], c[32], d[32], e[32], f[32];
+
+	if (cmd == CMD_SOURCES) {
+		snprintf(c, sizeof(c), "%u.%03u", s->claim_mbits_per_byte / 1000,
+		         s->claim_mbits_per_byte % 1000);
+		snprintf(d, sizeof(d), "%s%s", eb_source_health_to_string(s->health),
+		         s->flags & EB_REPORT_ASLEEP ? " (asleep)" : "");
+		return table_add_row(t, u64(s->id, e, sizeof(e)), s->user, s->peer,
+		                     s->kind[0] ? s->kind : "-", u64(s->bytes_in, a, sizeof(a)),
+		                     u64(s->bits_in, b, sizeof(b)), c, d,
+		                     ago(s->last_ms, f, sizeof(f)));
+	}
+	if (s->flags & EB_REPORT_QUOTA)
+		u64(s->quota_left_bits, c, sizeof(c));
+	else
+		snprintf(c, sizeof(c), "-");
+	if (s->flags & EB_REPORT_WAITING)
+		ago(s->waiting_ms, d, sizeof(d));
+	else
+		snprintf(d, sizeof(d), "-");
+	return table_add_row(t, u64(s->id, e, sizeof(e)), s->user, s->peer,
+	                     s->kind[0] ? s->kind : "-", u64(s->bits_out, a, sizeof(a)),
+	                     u64(s->bytes_drbg, b, sizeof(b)), c, d, ago(s->last_ms, f, sizeof(f)));
+}
+
+static struct json_object *user_json(const struct eb_report_user *u)
+{
+	struct json_object *o = json_object_new_object();
+	bool quota = u->flags & EB_REPORT_USER_QUOTA;
+
+	json_object_object_add(o, "name", json_object_new_string(u->name));
+	json_object_object_add(o, "roles", roles_json(u->roles));
+	add_u64(o, "sessions", u->sessions);
+	add_u64(o, "sources", u->sources);
+	add_u64(o, "sinks", u->sinks);
+	add_u64(o, "bytes_in", u->bytes_in);
+	add_u64(o, "bits_in", u->bits_in);
+	add_u64(o, "bits_out", u->bits_out);
+	add_u64(o, "bytes_drbg", u->bytes_drbg);
+	json_object_object_add(o, "quota_bits_per_hour",
+	                       quota ? json_object_new_uint64(u->quota_bits_per_hour) : NULL);
+	json_object_object_add(o, "quota_left_bits",
+	                       quota ? json_object_new_uint64(u->quota_left_bits) : NULL);
+	return o;
+}
+
+static int user_cells(const struct eb_report_user *u, struct table *t)
+{
+	char roles[64], n[3][16], a[32], b[32], c[32], d[32], q[32];
+
+	eb_roles_to_string(u->roles, roles, sizeof(roles));
+	snprintf(n[0], sizeof(n[0]), "%u", u->sessions);
+	snprintf(n[1], sizeof(n[1]), "%u", u->sources);
+	snprintf(n[2], sizeof(n[2]), "%u", u->sinks);
+	if (u->flags & EB_REPORT_USER_QUOTA)
+		snprintf(q, sizeof(q), "%" PRIu64 "/%" PRIu64, u->quota_left_bits,
+		         u->quota_bits_per_hour);
+	else
+		snprintf(q, sizeof(q), "-");
+	return table_add_row(t, u->name, roles, n[0], n[1], n[2], u64(u->bytes_in, a, sizeof(a)),
+	                     u64(u->bits_in, b, sizeof(b)), u64(u->bits_out, c, sizeof(c)),
+	                     u64(u->bytes_drbg, d, sizeof(d)), q);
+}
+
+static int new_table(enum command cmd, struct table **ret)
+{
+	switch (cmd) {
+	case CMD_SOURCES:
+		return table_new(ret, 9, "ID", "USER", "PEER", "KIND", ">BYTES IN",
+		                 ">BITS CREDITED", ">CLAIM H", "HEALTH", ">LAST SEEN");
+	case CMD_SINKS:
+		return table_new(ret, 9, "ID", "USER", "PEER", "KIND", ">BITS SERVED",
+		                 ">DRBG BYTES", ">QUOTA LEFT", ">WAITING", ">LAST SEEN");
+	case CMD_USERS:
+		return table_new(ret, 10, "USER", "ROLES", ">SESSIONS", ">SOURCES", ">SINKS",
+		                 ">BYTES IN", ">BITS IN", ">BITS OUT", ">DRBG BYTES",
+		                 ">QUOTA LEFT/HOUR");
+	case CMD_STATUS:
+	case _CMD_MAX:
+	case _CMD_INVALID:
+		break;
+	}
+	return -EINVAL;
+}
+
+/* Every page of the command's table, each row into the JSON array or the table. */
+static int list(struct eb_client *client, enum command cmd, struct json_object *array,
+                struct table *t, unsigned *ret_rows)
+{
+	uint8_t table = cmd == CMD_USERS ? EB_REPORT_USERS : EB_REPORT_SESSIONS;
+	unsigned role = cmd == CMD_SOURCES ? EB_ROLE_SOURCE : EB_ROLE_SINK;
+	uint64_t after = 0;
+	unsigned rows = 0, shown = 0;
+	int r;
+
+	do {
+		struct eb_msg_report page;
+		struct eb_report_rows it;
+
+		r = eb_client_report(client, table, after, &page);
+		if (r < 0)
+			return log_error_errno(r, "Broker %s did not answer REPORT: %s",
+			                       eb_client_broker(client),
+			                       eb_client_last_error(client));
+		eb_report_rows_init(&it, &page);
+		for (;;) {
+			struct eb_report_session s;
+			struct eb_report_user u;
+			uint64_t id;
+
+			r = table == EB_REPORT_USERS ? eb_report_next_user(&it, &u)
+			                             : eb_report_next_session(&it, &s);
+			if (r < 0)
+				return log_error_errno(r, "Broker %s sent a malformed row",
+				                       eb_client_broker(client));
+			if (r == 0)
+				break;
+			id = table == EB_REPORT_USERS ? u.id : s.id;
+			if (id <= after || ++rows > ROWS_MAX) {
+				log_error("Broker %s pages without end; giving up",
+				          eb_client_broker(client));
+				return -EPROTO;
+			}
+			if (table == EB_REPORT_SESSIONS && !(s.roles & role))
+				continue;
+			shown++;
+			if (array)
+				r = json_object_array_add(array, table == EB_REPORT_USERS
+				                                     ? user_json(&u)
+				                                     : session_json(&s, cmd));
+			else
+				r = table == EB_REPORT_USERS ? user_cells(&u, t)
+				                             : session_cells(&s, cmd, t);
+			if (r < 0)
+				return log_oom();
+		}
+		after = page.next;
+	} while (after != 0);
+	*ret_rows = shown;
+	return 0;
+}
+
+static int run_list(struct eb_client *client, enum command cmd)
+{
+	_cleanup_(table_freep) struct table *t = NULL;
+	struct json_object *o, *array;
+	unsigned n = 0;
+	int r;
+
+	if (!arg_json) {
+		r = new_table(cmd, &t);
+		if (r < 0)
+			return log_oom();
+		r = list(client, cmd, NULL, t, &n);
+		if (r < 0)
+			return r;
+		if (n == 0)
+			printf("No %s.\n", command_names[cmd]);
+		else
+			table_print(t, stdout);
+		return 0;
+	}
+	o = json_object_new_object();
+	array = json_object_new_array();
+	json_object_object_add(o, "broker", json_object_new_string(eb_client_broker(client)));
+	json_object_object_add(o, command_names[cmd], array);
+	r = list(client, cmd, array, NULL, &n);
+	if (r >= 0)
+		print_json(o);
+	json_object_put(o);
+	return r;
+}
+
+static enum command command_from_string(const char *s)
+{
+	for (int i = 0; i < _CMD_MAX; i++)
+		if (strcmp(s, command_names[i]) == 0)
+			return i;
+	return _CMD_INVALID;
+}
+
 int main(int argc, char *argv[])
 {
 	enum { ARG_JSON = EB_CLI_ARG_FIRST_PRIVATE };
@@ -61,6 +357,7 @@ int main(int argc, char *argv[])
 	struct eb_client_options o = {.roles = EB_ROLE_ADMIN, .kind = "eb-brokerctl"};
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
 	struct eb_msg_status st;
+	enum command cmd;
 	int c, r;
 
 	log_setup(argv[0]);
@@ -78,11 +375,13 @@ int main(int argc, char *argv[])
 			return 2;
 	}
 	if (optind >= argc) {
-		log_error("Expected a command: status; see --help");
+		log_error("Expected a command: status, sources, sinks or users; see --help");
 		return 2;
 	}
-	if (strcmp(argv[optind], "status") != 0) {
-		log_error("Unknown command \"%s\"; the commands are: status", argv[optind]);
+	cmd = command_from_string(argv[optind]);
+	if (cmd < 0) {
+		log_error("Unknown command \"%s\"; the commands are: status, sources, sinks, users",
+		          argv[optind]);
 		return 2;
 	}
 	if (optind + 1 < argc) {
@@ -99,6 +398,8 @@ int main(int argc, char *argv[])
 		          eb_client_last_error(client));
 		return 1;
 	}
+	if (cmd != CMD_STATUS)
+		return run_list(client, cmd) < 0 ? 1 : 0;
 	r = eb_client_status(client, &st);
 	if (r < 0) {
 		log_error("Broker %s did not answer STATUS: %s", eb_client_broker(client),

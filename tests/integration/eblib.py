@@ -20,7 +20,8 @@ BUILD = os.environ.get("EB_BUILD_DIR") or os.path.abspath(
 SKIP = 77
 
 MSG = {"HELLO": 1, "WELCOME": 2, "PUT": 3, "PUT_ACK": 4, "GET": 5, "DATA": 6, "EMPTY": 7,
-       "SLEEP": 8, "WAKE": 9, "QUOTA": 10, "ERROR": 11, "STATUS_REQ": 12, "STATUS": 13}
+       "SLEEP": 8, "WAKE": 9, "QUOTA": 10, "ERROR": 11, "STATUS_REQ": 12, "STATUS": 13,
+       "REPORT_REQ": 14, "REPORT": 15}
 ROLE_SOURCE, ROLE_SINK, ROLE_ADMIN = 1, 2, 4
 
 
@@ -84,7 +85,8 @@ class Broker:
                     write_key(path)
                 self.keys[name] = path
                 conf.append(f"key-file = {path}")
-            for k in ("unix-uid", "unix-gid", "max-credit-per-byte", "quota-bits-per-hour"):
+            for k in ("unix-uid", "unix-gid", "max-credit-per-byte", "quota-bits-per-hour",
+                      "max-sessions"):
                 if k in u:
                     conf.append(f"{k} = {u[k]}")
         self.conf = os.path.join(self.tmp, "eb-brokerd.conf")
