@@ -19,6 +19,7 @@ CLIENTS = ("eb-source-file", "eb-source-kernel", "eb-sink-file", "eb-sink-kernel
            "eb-source-v4l")
 # Sources that take no device argument and sample their own hardware (USB devices, smart cards).
 CLIENTS += ("eb-source-usb", "eb-source-smartcard")
+CLIENTS += ("eb-metrics",)
 BAD_URIS = ("bogus://x", "tcp://", "tcp://host:99999", "tcp://[::1", "unix:relative/path",
             "vsock://notacid")
 
@@ -113,6 +114,7 @@ def test():
             "eb-brokerctl": ["status"],
         }
         rest.update({"eb-source-usb": [], "eb-source-smartcard": []})
+        rest["eb-metrics"] = []
         known = {"eb-brokerd", "eb-keygen", "eb-assess", *CLIENTS}
 
         for name, path in progs.items():
@@ -183,7 +185,7 @@ def test():
             p = progs[name]
             usage_error(cli, p, ["--broker"], ["--broker"], f"{name} --broker without URI")
             usage_error(cli, p, ["--key-file"], ["--key-file"], f"{name} --key-file without PATH")
-            if name != "eb-brokerctl":  # it has a default broker
+            if name not in ("eb-brokerctl", "eb-metrics"):  # they have a default broker
                 usage_error(cli, p, rest[name], ["--broker"], f"{name} without --broker")
             usage_error(cli, p, ["-b", "tcp://127.0.0.1:1", "-k", good_key, *rest[name]],
                         ["--user", "tcp://127.0.0.1:1"], f"{name} with a TLS broker and no --user")
