@@ -14,6 +14,7 @@
 #include "conn.h"
 #include "key.h"
 #include "macro.h"
+#include "time-util.h"
 #include "tls.h"
 #include "uri.h"
 
@@ -43,14 +44,6 @@ struct eb_client {
 
 	uint8_t buf[EB_FRAME_MAX];
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* OpenSSL writes to its socket with write(), not send(MSG_NOSIGNAL): a TLS record (or the
  * close_notify) written to a broker that has just died raises SIGPIPE, which would kill the
@@ -337,7 +330,7 @@ static int read_msg(struct eb_client *c, int timeout_ms, struct eb_msg *ret)
 		return broker_error(c, &ret->error);
 	case EB_MSG_SLEEP:
 		c->asleep = true;
-		c->wake_deadline_ms = now_ms() + ret->retry.retry_ms;
+		c->wake_deadline_ms = eb_now_ms() + ret->retry.retry_ms;
 		return 1;
 	case EB_MSG_WAKE:
 		c->asleep = false;
@@ -369,7 +362,7 @@ static int op_timeout(const struct eb_client *c)
 
 	if (!c->connect_deadline_ms)
 		return c->timeout_ms;
-	now = now_ms();
+	now = eb_now_ms();
 	if (now >= c->connect_deadline_ms)
 		return 1;
 	return (int)MIN((uint64_t)c->timeout_ms, c->connect_deadline_ms - now);
@@ -466,7 +459,7 @@ int eb_client_connect(struct eb_client *c)
 
 int eb_client_connect_retry(struct eb_client *c, int deadline_ms)
 {
-	uint64_t end = deadline_ms > 0 ? now_ms() + (uint64_t)deadline_ms : 0;
+	uint64_t end = deadline_ms > 0 ? eb_now_ms() + (uint64_t)deadline_ms : 0;
 	unsigned backoff = BACKOFF_START_MS;
 
 	for (;;) {
@@ -479,17 +472,15 @@ int eb_client_connect_retry(struct eb_client *c, int deadline_ms)
 		c->connect_deadline_ms = 0;
 		if (r >= 0 || r == -EACCES || r == -EPROTONOSUPPORT)
 			return r;
-		if (end && now_ms() >= end)
+		if (end && eb_now_ms() >= end)
 			return -ETIMEDOUT;
 		/* Jitter spreads out clients that lost the same broker at the same moment. */
 		if (getrandom(&jitter, sizeof(jitter), GRND_NONBLOCK) < 0)
-			jitter = (uint32_t)now_ms();
+			jitter = (uint32_t)eb_now_ms();
 		wait = backoff / 2 + jitter % (backoff / 2 + 1);
-		if (end && now_ms() + wait >= end)
+		if (end && eb_now_ms() + wait >= end)
 			return -ETIMEDOUT;
-		struct timespec ts = {.tv_sec = (time_t)(wait / 1000),
-		                      .tv_nsec = (long)(wait % 1000) * 1000000};
-		nanosleep(&ts, NULL);
+		(void)eb_sleep_ms(wait);
 		backoff = MIN(backoff * 2, BACKOFF_MAX_MS);
 	}
 }
@@ -561,7 +552,7 @@ int eb_client_wait_wake(struct eb_client *c)
 	if (r < 0)
 		return r;
 	while (c->asleep) {
-		uint64_t now = now_ms();
+		uint64_t now = eb_now_ms();
 		struct eb_msg m;
 
 		if (now >= c->wake_deadline_ms) {

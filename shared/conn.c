@@ -15,6 +15,7 @@
 #include <openssl/ssl.h>
 
 #include "macro.h"
+#include "time-util.h"
 #include "tls-internal.h"
 
 /* Four full TLS 1.3 records with their overhead: an EB_FRAME_MAX frame in one read. */
@@ -318,18 +319,10 @@ const char *eb_conn_tls_error(const struct eb_conn *c)
 	return c->tls_error;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int wait_fd(struct eb_conn *c, bool for_write, int64_t deadline)
 {
 	struct pollfd p = {.fd = c->fd, .events = for_write ? POLLOUT : POLLIN};
-	int64_t left = deadline - now_ms();
+	int64_t left = deadline - (int64_t)eb_now_ms();
 	int r;
 
 	if (left <= 0)
@@ -350,7 +343,7 @@ int eb_conn_wait_readable(struct eb_conn *c, int timeout_ms)
 {
 	if (eb_conn_pending(c))
 		return 0;
-	return wait_fd(c, false, now_ms() + timeout_ms);
+	return wait_fd(c, false, (int64_t)eb_now_ms() + timeout_ms);
 }
 
 static int handshake_blocking(struct eb_conn *c, int64_t deadline)
@@ -368,7 +361,7 @@ static int handshake_blocking(struct eb_conn *c, int64_t deadline)
 
 int eb_conn_read_full(struct eb_conn *c, void *buf, size_t n, int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = (int64_t)eb_now_ms() + timeout_ms;
 	uint8_t *p = buf;
 	int r;
 
@@ -396,7 +389,7 @@ int eb_conn_read_full(struct eb_conn *c, void *buf, size_t n, int timeout_ms)
 
 int eb_conn_write_full(struct eb_conn *c, const void *buf, size_t n, int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = (int64_t)eb_now_ms() + timeout_ms;
 	const uint8_t *p = buf;
 	int r;
 

@@ -13,6 +13,7 @@
 #include "io.h"
 #include "log.h"
 #include "proto.h"
+#include "time-util.h"
 
 /* journalctl MESSAGE_ID= for a source's health-test failure and its re-admission; the catalog
  * explains both. */
@@ -97,22 +98,6 @@ static void log_readmitted(const struct eb_source_params *p, const struct eb_gat
 	           "Health tests passed %u clean samples after %" PRIu64
 	           " alarm(s); crediting %s again",
 	           EB_HEALTH_STARTUP_SAMPLES, g->health.failure.alarms, p->name);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void pause_ms(unsigned ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
 }
 
 static void log_start(const struct eb_source_params *p, const struct eb_gate *g)
@@ -245,7 +230,7 @@ int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_sour
 		s = in_place ? q.buf + q.len : raw;
 
 		failed_before = g.tested && eb_health_get_state(&g.health) == EB_HEALTH_FAILED;
-		start = now_ns();
+		start = eb_now_ns();
 		n = take(sample, userdata, s, want, &eof);
 		if (n < 0) {
 			r = (int)n;
@@ -300,7 +285,7 @@ int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_sour
 		/* Send when the next block might not fit, when the first block has waited long
 		 * enough, or before resting. */
 		if (q.len > 0 && (q.len + eb_gate_out_max(&g, block) > PUT_BYTES_MAX ||
-		                  now_ns() - q.since >= PUT_HOLD_NS || resting)) {
+		                  eb_now_ns() - q.since >= PUT_HOLD_NS || resting)) {
 			r = send_pending(c, &q, &st);
 			if (r < 0)
 				goto finish;
@@ -308,7 +293,7 @@ int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_sour
 		if (resting)
 			/* A stuck device can return garbage as fast as it is read; there is no
 			 * hurry to prove it well again. */
-			pause_ms(p->quarantine_ms);
+			(void)eb_sleep_ms(p->quarantine_ms);
 	}
 
 	r = send_pending(c, &q, &st);

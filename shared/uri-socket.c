@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "time-util.h"
 #include "uri.h"
 
 /* The kernel's own list of ports, each with its name, before udev has seen any of them. */
@@ -198,20 +199,12 @@ int eb_uri_listen(const struct eb_uri *uri, int *ret_fd)
 	return -EINVAL;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Connects fd within timeout_ms (negative: no limit) and leaves it blocking. The socket is created
  * non-blocking so that an unreachable host costs the timeout, not the kernel's minutes of SYN
  * retries. */
 static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len, int timeout_ms)
 {
-	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : -1;
+	int64_t deadline = timeout_ms >= 0 ? (int64_t)eb_now_ms() + timeout_ms : -1;
 	socklen_t elen = sizeof(int);
 	int flags, err = 0;
 
@@ -224,7 +217,7 @@ static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len, int time
 			int wait = -1, k;
 
 			if (deadline >= 0) {
-				int64_t left = deadline - now_ms();
+				int64_t left = deadline - (int64_t)eb_now_ms();
 				wait = (int)MAX(left, 0);
 			}
 			k = poll(&p, 1, wait);
@@ -253,7 +246,7 @@ static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len, int time
 static int connect_tcp(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
 {
 	_cleanup_(freeaddrinfop) struct addrinfo *ai = NULL;
-	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : -1;
+	int64_t deadline = timeout_ms >= 0 ? (int64_t)eb_now_ms() + timeout_ms : -1;
 	unsigned n = 0;
 	int r;
 
@@ -271,7 +264,7 @@ static int connect_tcp(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
 		/* Share what is left of the time among the addresses still to try, so that one
 		 * black-holed address does not use up the others' chance. */
 		if (deadline >= 0) {
-			int64_t left = deadline - now_ms();
+			int64_t left = deadline - (int64_t)eb_now_ms();
 			if (left <= 0)
 				return -ETIMEDOUT;
 			t = (int)(left / n);
@@ -382,7 +375,7 @@ static int open_port(const char *path)
  * and the guest's kernel drops what arrives while the port is closed. */
 static int connect_virtio(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
 {
-	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : -1;
+	int64_t deadline = timeout_ms >= 0 ? (int64_t)eb_now_ms() + timeout_ms : -1;
 	_cleanup_close_ int fd = -EBADF;
 	int flags;
 
@@ -391,8 +384,8 @@ static int connect_virtio(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
 		return fd;
 	for (;;) {
 		struct pollfd p = {.fd = fd, .events = POLLOUT};
-		int64_t left = deadline >= 0 ? deadline - now_ms() : VIRTIO_HOST_POLL_MS;
-		struct timespec ts;
+		int64_t left =
+		    deadline >= 0 ? deadline - (int64_t)eb_now_ms() : VIRTIO_HOST_POLL_MS;
 
 		if (poll(&p, 1, 0) < 0) {
 			if (errno == EINTR)
@@ -404,8 +397,7 @@ static int connect_virtio(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
 		if (left <= 0)
 			return -ENOTCONN;
 		left = MIN(left, (int64_t)VIRTIO_HOST_POLL_MS);
-		ts = (struct timespec){.tv_nsec = (long)left * 1000000};
-		nanosleep(&ts, NULL);
+		(void)eb_sleep_ms((uint64_t)left);
 	}
 	flags = fcntl(fd, F_GETFL);
 	if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)

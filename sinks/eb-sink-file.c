@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "io.h"
 #include "log.h"
+#include "time-util.h"
 
 /* Requests in flight: two keep the broker busy while we write the previous answer. */
 #define WINDOW 2
@@ -46,21 +47,6 @@ static void help(void)
 	    "      --mode MODE       full (default: SP 800-90C full entropy) or drbg\n"
 	    "      --timeout SEC     give up after SEC seconds (default: wait forever)\n" EB_CLI_CLIENT_HELP
 	    "\nSee eb-sink-file(1).\n");
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(uint32_t ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
-
-	nanosleep(&ts, NULL);
 }
 
 /* Makes sure PATH is a FIFO, creating it 0600 when missing. */
@@ -205,7 +191,7 @@ int main(int argc, char *argv[])
 	if (eb_cli_client_new(&o, &client) < 0)
 		return 2;
 	if (arg_timeout_s > 0)
-		deadline = now_ms() + arg_timeout_s * 1000;
+		deadline = eb_now_ms() + arg_timeout_s * 1000;
 	if (arg_fifo) {
 		if (fifo_prepare(arg_fifo) < 0)
 			return 2;
@@ -229,7 +215,7 @@ int main(int argc, char *argv[])
 		size_t len = 0;
 		uint32_t bits = 0, retry = 0;
 
-		if (deadline && now_ms() >= deadline) {
+		if (deadline && eb_now_ms() >= deadline) {
 			log_error("Timed out after writing %" PRIu64 " of %llu bytes", written,
 			          arg_bytes);
 			r = -ETIMEDOUT;
@@ -244,7 +230,7 @@ int main(int argc, char *argv[])
 			requested = written;
 			n_in_flight = 0;
 			r = eb_client_connect_retry(client,
-			                            deadline ? (int)(deadline - now_ms()) : 0);
+			                            deadline ? (int)(deadline - eb_now_ms()) : 0);
 			if (r < 0) {
 				log_error_errno(r, "Cannot reach a broker: %s",
 				                eb_client_last_error(client));
@@ -280,7 +266,7 @@ int main(int argc, char *argv[])
 		if (r == -EAGAIN || r == -EDQUOT) {
 			log_debug("Broker %s: %s, retrying in %u ms", eb_client_broker(client),
 			          r == -EAGAIN ? "pool empty" : "quota spent", retry);
-			sleep_ms(MIN(retry, 60000u));
+			(void)eb_sleep_ms(MIN(retry, 60000u));
 			continue;
 		}
 		if (r < 0)

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "kernel.h"
 #include "log.h"
+#include "time-util.h"
 
 /* How often the persistent loop looks for a resume from suspend when nothing else wakes it:
  * CLOCK_MONOTONIC stops in suspend, so a longer sleep would notice a resume only that much
@@ -51,14 +52,6 @@ static void help(void)
 	    "\nSee eb-sink-kernel(8).\n");
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static uint64_t boottime_ms(void)
 {
 	struct timespec ts;
@@ -67,17 +60,9 @@ static uint64_t boottime_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void sleep_ms(uint64_t ms)
-{
-	struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
-	                      .tv_nsec = (long)(ms % 1000) * 1000000};
-
-	nanosleep(&ts, NULL);
-}
-
 static uint64_t remaining_ms(uint64_t deadline)
 {
-	uint64_t now = now_ms();
+	uint64_t now = eb_now_ms();
 
 	return deadline > now ? deadline - now : 0;
 }
@@ -181,7 +166,7 @@ static int feed(struct eb_client *client, int fd, uint64_t want, uint64_t deadli
 		size_t asked = (size_t)MIN((want - credited) / 8, (uint64_t)EB_DATA_MAX), len = 0;
 		uint32_t bits = 0, retry = 0, credit;
 
-		if (deadline && now_ms() >= deadline) {
+		if (deadline && eb_now_ms() >= deadline) {
 			r = -ETIMEDOUT;
 			goto fail;
 		}
@@ -205,8 +190,8 @@ static int feed(struct eb_client *client, int fd, uint64_t want, uint64_t deadli
 		if (r == -EAGAIN || r == -EDQUOT) {
 			log_debug("Broker %s: %s, retrying in %u ms", eb_client_broker(client),
 			          r == -EAGAIN ? "pool empty" : "quota spent", retry);
-			sleep_ms(deadline ? MIN((uint64_t)retry, remaining_ms(deadline))
-			                  : MIN(retry, 60000u));
+			(void)eb_sleep_ms(deadline ? MIN((uint64_t)retry, remaining_ms(deadline))
+			                           : MIN(retry, 60000u));
 			continue;
 		}
 		if (r == -EACCES) {
@@ -247,7 +232,7 @@ static int feed(struct eb_client *client, int fd, uint64_t want, uint64_t deadli
 			            "mixed them in without credit",
 			            eb_client_broker(client), bits, len);
 			eb_client_disconnect(client);
-			sleep_ms(deadline ? MIN(1000, remaining_ms(deadline)) : 1000);
+			(void)eb_sleep_ms(deadline ? MIN(1000, remaining_ms(deadline)) : 1000);
 			continue;
 		}
 		credited += credit;
@@ -282,7 +267,7 @@ static const char *followup_to_string(enum eb_kernel_followup f)
 static int seed(struct eb_client *client, int fd, uint64_t deadline)
 {
 	enum eb_kernel_followup followup = EB_KERNEL_FOLLOWUP_SCHEDULED;
-	uint64_t t0 = now_ms(), credited = 0;
+	uint64_t t0 = eb_now_ms(), credited = 0;
 	int at_start, before = -1, after, r;
 	const char *state;
 	char fields[320];
@@ -323,12 +308,12 @@ static int seed(struct eb_client *client, int fd, uint64_t deadline)
 	snprintf(fields, sizeof(fields),
 	         "EB_CREDITED_BITS=%" PRIu64 "\nEB_BROKER=%s\nEB_SEED_MS=%" PRIu64
 	         "\nEB_CRNG_READY_BEFORE=%d\nEB_CRNG_READY=%d\nEB_CRNG_FOLLOWUP=%s",
-	         credited, eb_client_broker(client), now_ms() - t0, before > 0, after > 0,
+	         credited, eb_client_broker(client), eb_now_ms() - t0, before > 0, after > 0,
 	         followup_to_string(followup));
 	log_struct(LOG_INFO, fields,
 	           "Credited %" PRIu64 " bits from %s in %" PRIu64 " ms, %.3f s after boot; %s",
-	           credited, eb_client_broker(client), now_ms() - t0, (double)boottime_ms() / 1000,
-	           state);
+	           credited, eb_client_broker(client), eb_now_ms() - t0,
+	           (double)boottime_ms() / 1000, state);
 	return 0;
 }
 
@@ -336,7 +321,7 @@ static int run_oneshot(struct eb_client *client, int fd)
 {
 	/* The program's own deadline comes first, so that giving up says what it waited for (no
 	 * broker, no port, no host side); the alarm is only for an operation that hangs. */
-	uint64_t deadline = now_ms() + arg_timeout_s * 1000 -
+	uint64_t deadline = eb_now_ms() + arg_timeout_s * 1000 -
 	                    MIN((uint64_t)ONESHOT_MARGIN_MS, arg_timeout_s * 1000 / 4);
 	struct sigaction sa = {.sa_handler = on_alarm};
 
@@ -400,7 +385,7 @@ static int run_persistent(struct eb_client *client, int fd)
 	         modern ? ", each followed by a forced CRNG reseed (kernel 5.18+)"
 	                : ", and refilling when the kernel wants writers (kernel before 5.18)");
 
-	next = now_ms() + arg_interval_s * 1000;
+	next = eb_now_ms() + arg_interval_s * 1000;
 	gap = eb_kernel_suspend_gap_ns();
 	for (;;) {
 		uint64_t want = arg_bits, credited = 0,
@@ -410,7 +395,7 @@ static int run_persistent(struct eb_client *client, int fd)
 
 		if (modern) {
 			/* POLLOUT means "before init" on 5.18+: nothing to wait for after it. */
-			sleep_ms(wait);
+			(void)eb_sleep_ms(wait);
 		} else {
 			r = eb_kernel_wait_writable(fd, (int)wait);
 			if (r < 0)
@@ -427,15 +412,16 @@ static int run_persistent(struct eb_client *client, int fd)
 			         (double)(g - gap) / 1e9);
 		}
 		gap = g;
-		if (!why && now_ms() >= next)
+		if (!why && eb_now_ms() >= next)
 			why = "schedule";
 		if (!why)
 			continue;
 
-		r = feed(client, fd, want, now_ms() + MIN(arg_interval_s * 1000, MIX_DEADLINE_MS),
-		         &credited, NULL);
+		r = feed(client, fd, want,
+		         eb_now_ms() + MIN(arg_interval_s * 1000, MIX_DEADLINE_MS), &credited,
+		         NULL);
 		eb_client_disconnect(client);
-		next = now_ms() + arg_interval_s * 1000;
+		next = eb_now_ms() + arg_interval_s * 1000;
 		if (r == -EPERM)
 			return r;
 		if (r < 0) {

@@ -23,6 +23,7 @@
 #include "pcm.h"
 #include "proto.h"
 #include "source.h"
+#include "time-util.h"
 
 /* The claimed min-entropy per raw sample, in millibits. docs/sources.md ("eb-source-audio")
  * derives it: the low byte of the difference of two channels whose thermal noise is Gaussian
@@ -210,7 +211,7 @@ static int recover(struct capture *c, int err)
 {
 	if (err == -ESTRPIPE)
 		while (ioctl(c->fd, SNDRV_PCM_IOCTL_RESUME) < 0 && errno == EAGAIN)
-			(void)usleep(100000);
+			(void)eb_sleep_ms(100);
 	if (err == -EIO)
 		log_notice("%s delivered nothing for 10 s; restarting the stream", c->path);
 	if ((err == -EPIPE || err == -EIO) && ++c->xruns > AUDIO_XRUN_MAX)

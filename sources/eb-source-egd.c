@@ -18,6 +18,7 @@
 #include "log.h"
 #include "proto.h"
 #include "source.h"
+#include "time-util.h"
 
 /* The EGD protocol (egd.pl; ekeyd's README.egd-protocol): a command byte, then its arguments;
  * multi-byte integers are big-endian, and one request reads at most 255 bytes. */
@@ -182,14 +183,6 @@ static int egd_level(int fd, uint32_t *ret)
 	return 0;
 }
 
-static void pause_ms(unsigned ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
 {
 	struct egd *e = userdata;
@@ -229,7 +222,7 @@ static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
 			e->backoff_ms = BACKOFF_MIN_MS;
 			return k;
 		}
-		pause_ms(e->backoff_ms);
+		(void)eb_sleep_ms(e->backoff_ms);
 		e->backoff_ms = MIN(e->backoff_ms * 2, BACKOFF_MAX_MS);
 	}
 }

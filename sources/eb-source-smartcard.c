@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "log.h"
 #include "source.h"
+#include "time-util.h"
 
 /* The claimed min-entropy per byte of a challenge, in millibits. A card's challenge is the output
  * of its own generator, conditioned and often a DRBG's; nothing of the raw noise behind it can be
@@ -69,14 +70,6 @@ static void help(void)
 	       "      --min-entropy H   claimed min-entropy per byte of a challenge, 0.001-8 bits\n"
 	       "                        (default 2)\n" EB_CLI_SOURCE_HELP EB_CLI_CLIENT_HELP
 	       "\nSee eb-source-smartcard(1).\n");
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static void reader_disconnect(struct reader *r)
@@ -258,7 +251,7 @@ static int cards_update(struct cards *c, DWORD timeout_ms)
 	st[c->n].szReader = PNP_READER;
 	st[c->n].dwCurrentState = c->pnp_state;
 	rv = SCardGetStatusChange(c->ctx, timeout_ms, st, (DWORD)c->n + 1);
-	c->last_check_ms = now_ms();
+	c->last_check_ms = eb_now_ms();
 	if (rv == SCARD_E_TIMEOUT)
 		goto probe;
 	if (rv == SCARD_E_UNKNOWN_READER || rv == SCARD_E_READER_UNAVAILABLE) {
@@ -342,7 +335,7 @@ static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
 		struct reader *r;
 		int k;
 
-		if (!c->have_ctx || now_ms() - c->last_check_ms >= CHECK_MS) {
+		if (!c->have_ctx || eb_now_ms() - c->last_check_ms >= CHECK_MS) {
 			k = cards_update(c, 0);
 			if (k < 0 && k != -EAGAIN)
 				return k;
@@ -359,9 +352,7 @@ static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
 			if (k == -EAGAIN) {
 				/* No pcscd: ask again in a second, as a client of a
 				 * socket-activated service would. */
-				struct timespec ts = {.tv_sec = 1};
-
-				(void)nanosleep(&ts, NULL);
+				(void)eb_sleep_ms(1000);
 			} else if (k < 0)
 				return k;
 			continue;

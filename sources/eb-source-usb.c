@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "log.h"
 #include "source.h"
+#include "time-util.h"
 
 /* The claimed min-entropy per 8-bit sample, in millibits; docs/sources.md ("eb-source-usb") has
  * the captures and the estimates behind it. */
@@ -193,14 +194,12 @@ static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
 				return r;
 		}
 		if (u->n == 0) {
-			struct timespec ts = {.tv_sec = 1};
-
 			if (got > 0)
 				break;
 			if (!u->said_none)
 				log_notice("No USB device answers here; waiting for one");
 			u->said_none = true;
-			(void)nanosleep(&ts, NULL);
+			(void)eb_sleep_ms(1000);
 			continue;
 		}
 		if (u->next >= u->n)

@@ -12,6 +12,7 @@
 
 #include "macro.h"
 #include "splitmix64.h"
+#include "time-util.h"
 #include "vonneumann.h"
 
 #define BUF_SIZE    (16u << 20)
@@ -20,10 +21,7 @@
 
 static double now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+	return (double)eb_now_ns() * 1e-9;
 }
 
 static int bench_health(const char *what, const uint8_t *buf, unsigned bits, double hps)

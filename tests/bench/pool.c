@@ -16,6 +16,7 @@
 #include <openssl/params.h>
 
 #include "macro.h"
+#include "time-util.h"
 
 #define CHUNK    (64 * 1024)
 #define MIN_TIME 0.4 /* seconds per figure */
@@ -24,10 +25,7 @@ static uint8_t in[CHUNK + CHUNK / 8], out[CHUNK];
 
 static double now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+	return (double)eb_now_ns() * 1e-9;
 }
 
 static void die(const char *what)

@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/* The monotonic clock in the units the programs count in, and a sleep on it. */
+#pragma once
+
+#include <stdint.h>
+
+/* CLOCK_MONOTONIC in milliseconds: for deadlines and intervals, never for dates. It stops while
+ * the system is suspended; eb-sink-kernel compares it with CLOCK_BOOTTIME for that reason. */
+uint64_t eb_now_ms(void);
+
+/* The same in nanoseconds. */
+uint64_t eb_now_ns(void);
+
+/* Sleeps ms milliseconds. Returns 0, or -EINTR as soon as a signal handler has run, so that a
+ * program whose handler sets a flag sees it at once instead of after the sleep. */
+int eb_sleep_ms(uint64_t ms);
