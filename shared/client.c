@@ -8,18 +8,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
+#include "backoff.h"
 #include "conn.h"
 #include "key.h"
 #include "macro.h"
 #include "time-util.h"
 #include "tls.h"
 #include "uri.h"
-
-#define BACKOFF_START_MS 100
-#define BACKOFF_MAX_MS   30000
 
 struct eb_client {
 	struct eb_uri uris[EB_CLIENT_BROKERS_MAX];
@@ -460,10 +457,10 @@ int eb_client_connect(struct eb_client *c)
 int eb_client_connect_retry(struct eb_client *c, int deadline_ms)
 {
 	uint64_t end = deadline_ms > 0 ? eb_now_ms() + (uint64_t)deadline_ms : 0;
-	unsigned backoff = BACKOFF_START_MS;
+	struct eb_backoff backoff =
+	    EB_BACKOFF_INIT(EB_BACKOFF_RECONNECT_MIN_MS, EB_BACKOFF_RECONNECT_MAX_MS);
 
 	for (;;) {
-		uint32_t jitter = 0;
 		uint64_t wait;
 		int r;
 
@@ -474,14 +471,10 @@ int eb_client_connect_retry(struct eb_client *c, int deadline_ms)
 			return r;
 		if (end && eb_now_ms() >= end)
 			return -ETIMEDOUT;
-		/* Jitter spreads out clients that lost the same broker at the same moment. */
-		if (getrandom(&jitter, sizeof(jitter), GRND_NONBLOCK) < 0)
-			jitter = (uint32_t)eb_now_ms();
-		wait = backoff / 2 + jitter % (backoff / 2 + 1);
+		wait = eb_backoff_next(&backoff);
 		if (end && eb_now_ms() + wait >= end)
 			return -ETIMEDOUT;
 		(void)eb_sleep_ms(wait);
-		backoff = MIN(backoff * 2, BACKOFF_MAX_MS);
 	}
 }
 

@@ -18,6 +18,20 @@ uint64_t eb_now_ms(void)
 	return eb_now_ns() / 1000000u;
 }
 
+struct timespec eb_timespec_after_ms(clockid_t clock, uint64_t ms)
+{
+	struct timespec ts;
+
+	(void)clock_gettime(clock, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return ts;
+}
+
 int eb_sleep_ms(uint64_t ms)
 {
 	struct timespec ts = {.tv_sec = (time_t)(ms / 1000),

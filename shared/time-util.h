@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdint.h>
+#include <time.h>
 
 /* CLOCK_MONOTONIC in milliseconds: for deadlines and intervals, never for dates. It stops while
  * the system is suspended; eb-sink-kernel compares it with CLOCK_BOOTTIME for that reason. */
@@ -10,6 +11,10 @@ uint64_t eb_now_ms(void);
 
 /* The same in nanoseconds. */
 uint64_t eb_now_ns(void);
+
+/* The moment ms from now on clock, as the absolute deadline pthread_cond_timedwait() (on the
+ * clock its condattr names) and pthread_timedjoin_np() (CLOCK_REALTIME) take. */
+struct timespec eb_timespec_after_ms(clockid_t clock, uint64_t ms);
 
 /* Sleeps ms milliseconds. Returns 0, or -EINTR as soon as a signal handler has run, so that a
  * program whose handler sets a flag sees it at once instead of after the sleep. */

@@ -7,17 +7,16 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "backoff.h"
 #include "cli.h"
 #include "egd-buffer.h"
 #include "log.h"
+#include "time-util.h"
 
-#define BACKOFF_START_MS 100
-#define BACKOFF_MAX_MS   30000
-#define RETRY_MAX_MS     60000
+#define RETRY_MAX_MS 60000
 
 /* Whether EGD writes go on to the broker: unknown until a broker has taken or refused the user
  * as a source. */
@@ -50,7 +49,7 @@ struct egd_refill {
 	struct eb_client *active;
 	uint8_t *scratch; /* EB_DATA_MAX locked bytes: a broker answer or a donation in transit */
 	bool scratch_locked;
-	unsigned backoff_ms;
+	struct eb_backoff backoff;
 	bool outage_logged;
 };
 
@@ -65,15 +64,8 @@ static void notify(struct egd_refill *r)
 /* Sleeps up to ms, or until egd_refill_stop_and_free() wakes the thread. Called locked. */
 static void wait_locked(struct egd_refill *r, unsigned ms)
 {
-	struct timespec ts;
+	struct timespec ts = eb_timespec_after_ms(CLOCK_MONOTONIC, ms);
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
 	while (!r->stop && pthread_cond_timedwait(&r->cond, &r->lock, &ts) != ETIMEDOUT)
 		;
 }
@@ -130,22 +122,18 @@ static int connect_broker(struct egd_refill *r)
 		pthread_mutex_unlock(&r->lock);
 	}
 	if (k < 0) {
-		uint32_t jitter = 0;
 		struct eb_client *c = donate != DONATE_NO ? r->both : r->sink_only;
 
 		if (!r->outage_logged)
 			log_warning("Cannot reach a broker (%s), retrying with backoff",
 			            eb_client_last_error(c));
 		r->outage_logged = true;
-		if (getrandom(&jitter, sizeof(jitter), GRND_NONBLOCK) < 0)
-			jitter = (uint32_t)r->backoff_ms * 7919u;
-		pause_ms(r, r->backoff_ms / 2 + jitter % (r->backoff_ms / 2 + 1));
-		r->backoff_ms = MIN(r->backoff_ms * 2, BACKOFF_MAX_MS);
+		pause_ms(r, eb_backoff_next(&r->backoff));
 		return k;
 	}
 	log_info("Drawing from broker %s%s", eb_client_broker(r->active),
 	         r->active == r->both ? " (EGD writes are donated to it)" : "");
-	r->backoff_ms = BACKOFF_START_MS;
+	eb_backoff_reset(&r->backoff);
 	r->outage_logged = false;
 	return 0;
 }
@@ -228,7 +216,7 @@ static void refill(struct egd_refill *r)
 		            eb_client_broker(r->active), len, bits);
 		eb_client_disconnect(r->active);
 		r->active = NULL;
-		pause_ms(r, BACKOFF_START_MS);
+		pause_ms(r, EB_BACKOFF_RECONNECT_MIN_MS);
 		return;
 	}
 	pthread_mutex_lock(&r->lock);
@@ -304,7 +292,7 @@ int egd_refill_new(const struct egd_refill_options *o, struct egd_refill **ret)
 		pthread_condattr_destroy(&a);
 	}
 	r->low_water = o->low_water;
-	r->backoff_ms = BACKOFF_START_MS;
+	r->backoff = EB_BACKOFF_INIT(EB_BACKOFF_RECONNECT_MIN_MS, EB_BACKOFF_RECONNECT_MAX_MS);
 	r->scratch = MAP_FAILED;
 
 	co.kind = "egd";
@@ -378,15 +366,8 @@ int egd_refill_stop_and_free(struct egd_refill *r, int timeout_ms)
 	pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->lock);
 	if (r->started) {
-		struct timespec ts;
+		struct timespec ts = eb_timespec_after_ms(CLOCK_REALTIME, timeout_ms);
 
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += timeout_ms / 1000;
-		ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
 		/* A broker call can block for its timeout; the caller exits rather than wait. */
 		if (pthread_timedjoin_np(r->thread, NULL, &ts) != 0)
 			return -ETIMEDOUT;
