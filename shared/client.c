@@ -186,11 +186,11 @@ int eb_client_new(const struct eb_client_options *o, struct eb_client **ret, cha
 		}
 		r = eb_key_load(key_file, key);
 		if (r < 0) {
-			*ret_error = strdup_printf(
-			    "Failed to load key file %s: %s", key_file,
-			    r == -EPERM     ? "it is readable by group or others; chmod 0600 it"
-			    : r == -EBADMSG ? "it is not 64 hexadecimal digits"
-					    : strerror(-r));
+			const char *why = eb_key_error_text(r);
+
+			*ret_error = why ? strdup_printf("Key file %s %s", key_file, why)
+			                 : strdup_printf("Failed to load key file %s: %s", key_file,
+			                                 strerror(-r));
 			return r;
 		}
 		r = eb_tls_client_new(c->user, key, &c->tls);

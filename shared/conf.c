@@ -397,20 +397,6 @@ int eb_conf_load(const char *path, struct eb_conf **ret, char **ret_error)
 	return eb_conf_load_files(&path, 1, ret, ret_error);
 }
 
-static const char *key_error(int r)
-{
-	switch (r) {
-	case -EPERM:
-		return "is readable by group or others; chmod 0600";
-	case -EBADMSG:
-		return "is not 64 hexadecimal digits and an optional newline";
-	case -ELOOP:
-		return "is a symbolic link, which is not followed";
-	default:
-		return NULL;
-	}
-}
-
 int eb_conf_load_keys(struct eb_conf *conf, char **ret_error)
 {
 	int r;
@@ -429,7 +415,7 @@ int eb_conf_load_keys(struct eb_conf *conf, char **ret_error)
 			const char *where = conf->path ? conf->path : "configuration";
 			char *msg;
 
-			why = key_error(r);
+			why = eb_key_error_text(r);
 			if ((why ? asprintf(&msg, "%s: [user %s]: key file %s %s", where, u->name,
 			                    u->key_file, why)
 			         : asprintf(&msg, "%s: [user %s]: cannot read key file %s: %s",

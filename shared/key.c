@@ -17,6 +17,20 @@
 #include "io.h"
 #include "macro.h"
 
+const char *eb_key_error_text(int r)
+{
+	switch (r) {
+	case -EPERM:
+		return "is readable by group or others; chmod 0600";
+	case -EBADMSG:
+		return "is not 64 hexadecimal digits and an optional newline";
+	case -ELOOP:
+		return "is a symbolic link, which is not followed";
+	default:
+		return NULL;
+	}
+}
+
 #define KEY_HEX_LEN (EB_KEY_SIZE * 2)
 /* 64 digits, an optional newline, and one byte more so that trailing garbage is seen. */
 #define KEY_FILE_MAX (KEY_HEX_LEN + 2)

@@ -11,6 +11,12 @@
  * time and every buffer that held it is wiped. */
 int eb_key_load(const char *path, uint8_t ret_key[EB_KEY_SIZE]);
 
+/* Why eb_key_load() refused a file, as the words that complete "key file PATH ..." in a message:
+ * "is readable by group or others; chmod 0600" for -EPERM, and likewise for -EBADMSG and -ELOOP.
+ * NULL for any other error, which strerror() names better. One text for every program, so that
+ * an administrator sees the same fix whichever one refused the key. */
+const char *eb_key_error_text(int r);
+
 /* Writes a new random key (getrandom) to path, created with mode 0600; -EEXIST if it exists. */
 int eb_key_generate(const char *path);
 

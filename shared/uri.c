@@ -14,8 +14,7 @@
 #include <string.h>
 
 #include "macro.h"
-
-#define EB_DEFAULT_PORT 55225
+#include "proto.h"
 
 /* A decimal number without sign, spaces or leading junk, that strtoul() alone would accept. */
 static int parse_uint(const char *s, size_t len, unsigned long max, unsigned long *ret)
