@@ -245,10 +245,8 @@ int session_new(struct broker *b, int fd, bool tls, const char *listener, struct
 		b->n_network++;
 
 	r = eb_conn_new(fd, tls ? b->tls : NULL, true, true, &s->conn);
-	if (r < 0) {
-		safe_close(fd);
-		goto fail;
-	}
+	if (r < 0)
+		goto fail; /* fd closed by eb_conn_new() */
 	limit = session_over_limit(s);
 	if (limit && !s->local) {
 		/* Before the handshake nothing we could say is authenticated, and a handshake is

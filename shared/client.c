@@ -381,10 +381,8 @@ static int connect_one(struct eb_client *c, unsigned i)
 	/* Non-blocking, so that eb_conn_read_full() and eb_conn_write_full() wait in poll() with
 	 * their timeout: on a blocking socket a broker that stops answering would hang us. */
 	r = eb_conn_new(fd, eb_uri_is_tls(&c->uris[i]) ? c->tls : NULL, false, true, &c->conn);
-	if (r < 0) {
-		safe_close(fd);
+	if (r < 0)
 		return r;
-	}
 	m.hello.version = EB_PROTO_VERSION;
 	m.hello.roles = (uint8_t)c->roles;
 	m.hello.claim_mbits_per_byte = c->claim;

@@ -55,6 +55,7 @@ static void set_nodelay(int fd)
 
 int eb_conn_new(int fd, SSL_CTX *ctx, bool server, bool nonblock, struct eb_conn **ret)
 {
+	_cleanup_close_ int owned = fd;
 	struct eb_conn *c;
 
 	if (fd < 0)
@@ -69,7 +70,6 @@ int eb_conn_new(int fd, SSL_CTX *ctx, bool server, bool nonblock, struct eb_conn
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->fd = fd;
 	if (ctx) {
 		c->ssl = SSL_new(ctx);
 		if (!c->ssl || !SSL_set_fd(c->ssl, fd)) {
@@ -90,6 +90,7 @@ int eb_conn_new(int fd, SSL_CTX *ctx, bool server, bool nonblock, struct eb_conn
 			SSL_set_connect_state(c->ssl);
 	} else
 		c->handshake_done = true;
+	c->fd = TAKE_FD(owned);
 	*ret = c;
 	return 0;
 }
@@ -337,13 +338,6 @@ static int wait_fd(struct eb_conn *c, bool for_write, int64_t deadline)
 	if (for_write && !(p.revents & POLLOUT) && (p.revents & POLLHUP))
 		return -ECONNRESET;
 	return 0;
-}
-
-int eb_conn_wait_readable(struct eb_conn *c, int timeout_ms)
-{
-	if (eb_conn_pending(c))
-		return 0;
-	return wait_fd(c, false, (int64_t)eb_now_ms() + timeout_ms);
 }
 
 static int handshake_blocking(struct eb_conn *c, int64_t deadline)

@@ -21,15 +21,11 @@ enum eb_conn_failure {
 	_EB_CONN_FAILURE_INVALID = -22,
 };
 
-/* Takes ownership of fd. With ctx NULL the stream is plain. server says which side of the TLS
- * handshake this is. The fd is switched to non-blocking when nonblock is true. */
+/* Takes ownership of fd, on failure too: the fd is closed then, so a caller never closes it after
+ * this call. With ctx NULL the stream is plain. server says which side of the TLS handshake this
+ * is. The fd is switched to non-blocking when nonblock is true. */
 int eb_conn_new(int fd, struct ssl_ctx_st *ctx, bool server, bool nonblock, struct eb_conn **ret);
 struct eb_conn *eb_conn_free(struct eb_conn *c);
-static inline void eb_conn_freep(struct eb_conn **c)
-{
-	if (*c)
-		eb_conn_free(*c);
-}
 
 /* Drives the handshake: 0 when done (at once for plain streams), -EAGAIN when it waits for the
  * socket (see eb_conn_wants_write()), -EACCES for an authentication failure, -EPROTO for any
@@ -62,5 +58,3 @@ const char *eb_conn_tls_error(const struct eb_conn *c);
  * total (-ETIMEDOUT); reading returns -ECONNRESET at an early end of stream. */
 int eb_conn_read_full(struct eb_conn *c, void *buf, size_t n, int timeout_ms);
 int eb_conn_write_full(struct eb_conn *c, const void *buf, size_t n, int timeout_ms);
-/* Waits until the stream is readable within timeout_ms; 0 ready, -ETIMEDOUT. */
-int eb_conn_wait_readable(struct eb_conn *c, int timeout_ms);

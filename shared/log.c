@@ -60,11 +60,6 @@ void log_set_max_level(int level)
 	max_level = level;
 }
 
-int log_get_max_level(void)
-{
-	return max_level;
-}
-
 static void emit(int level, const char *fields, const char *msg, const char *file, int line)
 {
 	if (to_journal) {

@@ -11,7 +11,6 @@
  * or when $EB_LOG_TARGET=journal, stderr otherwise. */
 void log_setup(const char *program);
 void log_set_max_level(int level);
-int log_get_max_level(void);
 
 /* Logs at level with errno set to |error| (so "%m" names it) and returns -|error|, so callers
  * can write "return log_error_errno(r, ...)". */

@@ -43,23 +43,3 @@ int egd_request_parse(const uint8_t *buf, size_t len, struct egd_request *ret, s
 	*ret_size = need;
 	return 1;
 }
-
-const char *egd_cmd_to_string(enum egd_cmd c)
-{
-	switch (c) {
-	case EGD_CMD_LEVEL:
-		return "level";
-	case EGD_CMD_READ:
-		return "read";
-	case EGD_CMD_READ_BLOCK:
-		return "read-blocking";
-	case EGD_CMD_WRITE:
-		return "write";
-	case EGD_CMD_PID:
-		return "pid";
-	case _EGD_CMD_MAX:
-	case _EGD_CMD_INVALID:
-		break;
-	}
-	return "unknown";
-}

@@ -31,5 +31,3 @@ struct egd_request {
  * when a whole request is there, 0 when more bytes are needed, -EBADMSG for an unknown command
  * byte. */
 int egd_request_parse(const uint8_t *buf, size_t len, struct egd_request *ret, size_t *ret_size);
-
-const char *egd_cmd_to_string(enum egd_cmd c);
