@@ -31,7 +31,71 @@ static bool has_whole_frame(const struct session *s)
 	struct eb_frame f;
 	size_t size;
 
-	return eb_frame_parse(s->rbuf + s->rstart, s->rend - s->rstart, &f, &size) != -EAGAIN;
+	return s->rend > s->rstart &&
+	       eb_frame_parse(s->rbuf + s->rstart, s->rend - s->rstart, &f, &size) != -EAGAIN;
+}
+
+/* Gives a buffer cap bytes, keeping [start, end) at its front; the old copy of those bytes is
+ * wiped, and nothing else in it needs to be (see struct session). */
+static int buf_resize(uint8_t **buf, size_t *cap, size_t *start, size_t *end, size_t want)
+{
+	size_t live = *end - *start;
+	uint8_t *n;
+
+	assert(live <= want && want > 0);
+	n = malloc(want);
+	if (!n)
+		return -ENOMEM;
+	if (live > 0) {
+		memcpy(n, *buf + *start, live);
+		explicit_bzero(*buf + *start, live);
+	}
+	free(*buf);
+	*buf = n;
+	*cap = want;
+	*start = 0;
+	*end = live;
+	return 0;
+}
+
+/* Moves [start, end) to the front and wipes what that leaves behind. */
+static void buf_compact(uint8_t *buf, size_t *start, size_t *end)
+{
+	size_t live = *end - *start;
+
+	memmove(buf, buf + *start, live);
+	explicit_bzero(buf + live, *end - live);
+	*start = 0;
+	*end = live;
+}
+
+/* Empty buffers go: a session that waits holds none. Their bytes are wiped already. */
+static void release_empty_buffers(struct session *s)
+{
+	if (s->rbuf && s->rstart == s->rend) {
+		free(s->rbuf);
+		s->rbuf = NULL;
+		s->rcap = s->rstart = s->rend = 0;
+	}
+	if (s->wbuf && s->wstart == s->wend) {
+		free(s->wbuf);
+		s->wbuf = NULL;
+		s->wcap = s->wstart = s->wend = 0;
+	}
+}
+
+/* Room to read into: a small buffer first, the whole frame's size once a frame fills it. */
+static int read_room(struct session *s)
+{
+	if (!s->rbuf)
+		return buf_resize(&s->rbuf, &s->rcap, &s->rstart, &s->rend, SESSION_BUF_SMALL);
+	if (s->rend < s->rcap)
+		return 0;
+	if (s->rstart > 0) {
+		buf_compact(s->rbuf, &s->rstart, &s->rend);
+		return 0;
+	}
+	return buf_resize(&s->rbuf, &s->rcap, &s->rstart, &s->rend, SESSION_RBUF_SIZE);
 }
 
 /* A frame begun after WELCOME must end within frame-timeout-sec of its first byte, however
@@ -71,6 +135,7 @@ void session_update_events(struct session *s)
 			events |= EPOLLOUT;
 	}
 	(void)sd_event_source_set_io_events(s->io, events);
+	release_empty_buffers(s);
 
 	/* Bytes that TLS already decrypted, or whole frames we stopped parsing for lack of
 	 * output room, do not make the fd readable again: come back for them soon. */
@@ -90,16 +155,26 @@ bool session_has_room(const struct session *s, size_t bytes)
 /* Buffers a frame; the caller checked session_has_room(). */
 int session_send(struct session *s, const struct eb_msg *m)
 {
-	int n;
+	int n, r;
 
 	if (s->wstart > 0 && s->wstart == s->wend)
 		s->wstart = s->wend = 0;
-	if (SESSION_WBUF_SIZE - s->wend < EB_FRAME_MAX && s->wstart > 0) {
-		memmove(s->wbuf, s->wbuf + s->wstart, s->wend - s->wstart);
-		s->wend -= s->wstart;
-		s->wstart = 0;
+	if (!s->wbuf) {
+		r = buf_resize(&s->wbuf, &s->wcap, &s->wstart, &s->wend, SESSION_BUF_SMALL);
+		if (r < 0)
+			return r;
 	}
-	n = eb_msg_encode(m, s->wbuf + s->wend, SESSION_WBUF_SIZE - s->wend);
+	for (;;) {
+		if (s->wcap - s->wend < EB_FRAME_MAX && s->wstart > 0)
+			buf_compact(s->wbuf, &s->wstart, &s->wend);
+		/* Nothing is written when the frame does not fit: grow and encode again. */
+		n = eb_msg_encode(m, s->wbuf + s->wend, s->wcap - s->wend);
+		if (n != -ENOBUFS || s->wcap == SESSION_WBUF_SIZE)
+			break;
+		r = buf_resize(&s->wbuf, &s->wcap, &s->wstart, &s->wend, SESSION_WBUF_SIZE);
+		if (r < 0)
+			return r;
+	}
 	if (n < 0)
 		return n;
 	s->wend += (size_t)n;
@@ -197,10 +272,11 @@ void session_free(struct session *s)
 	sd_event_source_disable_unref(s->timer);
 	sd_event_source_disable_unref(s->frame_timer);
 	eb_conn_free(s->conn);
+	/* Only what the buffers hold is left to wipe: the rest was wiped as it was spent. */
 	if (s->rbuf)
-		explicit_bzero(s->rbuf, SESSION_RBUF_SIZE);
+		explicit_bzero(s->rbuf + s->rstart, s->rend - s->rstart);
 	if (s->wbuf)
-		explicit_bzero(s->wbuf, SESSION_WBUF_SIZE);
+		explicit_bzero(s->wbuf + s->wstart, s->wend - s->wstart);
 	free(s->rbuf);
 	free(s->wbuf);
 	free(s);
@@ -239,6 +315,7 @@ int session_new(struct broker *b, int fd, bool tls, const char *listener, struct
 	session_describe_peer(s, fd, listener);
 	eb_list_prepend(&b->sessions, &s->node);
 	b->n_sessions++;
+	b->n_sessions_high = MAX(b->n_sessions_high, b->n_sessions);
 	if (s->local)
 		b->n_local++;
 	else
@@ -262,12 +339,6 @@ int session_new(struct broker *b, int fd, bool tls, const char *listener, struct
 	}
 	if (tls)
 		set_keepalive(fd);
-	s->rbuf = malloc(SESSION_RBUF_SIZE);
-	s->wbuf = malloc(SESSION_WBUF_SIZE);
-	if (!s->rbuf || !s->wbuf) {
-		r = -ENOMEM;
-		goto fail;
-	}
 	r = sd_event_add_io(b->event, &s->io, fd, EPOLLIN, on_io, s);
 	if (r < 0)
 		goto fail;
@@ -344,7 +415,7 @@ static bool process_frames(struct session *s)
 		size_t size;
 		int r;
 
-		if (s->get_pending || !session_has_room(s, EB_FRAME_MAX))
+		if (s->get_pending || !session_has_room(s, EB_FRAME_MAX) || s->rstart == s->rend)
 			break;
 		r = eb_frame_parse(s->rbuf + s->rstart, s->rend - s->rstart, &f, &size);
 		if (r == -EAGAIN)
@@ -368,11 +439,8 @@ static bool process_frames(struct session *s)
 	}
 	if (s->rstart == s->rend)
 		s->rstart = s->rend = 0;
-	else if (s->rstart > 0 && SESSION_RBUF_SIZE - s->rend < EB_FRAME_MAX) {
-		memmove(s->rbuf, s->rbuf + s->rstart, s->rend - s->rstart);
-		s->rend -= s->rstart;
-		s->rstart = 0;
-	}
+	else if (s->rstart > 0 && s->rcap - s->rend < EB_FRAME_MAX)
+		buf_compact(s->rbuf, &s->rstart, &s->rend);
 	return progress;
 }
 
@@ -439,8 +507,14 @@ void session_pump(struct session *s)
 			goto close;
 		}
 		if (s->rend < SESSION_RBUF_SIZE) {
-			ssize_t k =
-			    eb_conn_read(s->conn, s->rbuf + s->rend, SESSION_RBUF_SIZE - s->rend);
+			ssize_t k;
+
+			r = read_room(s);
+			if (r < 0) {
+				log_gone(s, r);
+				goto close;
+			}
+			k = eb_conn_read(s->conn, s->rbuf + s->rend, s->rcap - s->rend);
 
 			if (k == 0) {
 				log_gone(s, 0);

@@ -20,6 +20,10 @@ struct eb_conf;
 
 #define SESSION_RBUF_SIZE (EB_FRAME_MAX + 16384)
 #define SESSION_WBUF_SIZE (EB_FRAME_MAX + 4096)
+/* What the buffers start at, allocated at their first use: every frame but PUT and DATA fits.
+ * They grow to the sizes above for a big frame and go back when empty, so that a session that
+ * waits (a sink between refills, a source told to SLEEP) holds a few hundred bytes, not 150 KiB. */
+#define SESSION_BUF_SMALL 1024
 
 enum session_state {
 	SESSION_HANDSHAKE, /* TLS in progress */
@@ -55,8 +59,11 @@ struct session {
 	unsigned roles;       /* granted at HELLO */
 	char kind[EB_KIND_MAX + 1];
 
+	/* Bytes outside [start, end) are always wiped (consumed frames, sent bytes, what a
+	 * compaction vacated), so an empty buffer is freed as it is. cap: its allocated size. */
 	uint8_t *rbuf, *wbuf;
 	size_t rstart, rend, wstart, wend;
+	size_t rcap, wcap;
 
 	/* The GET being served, in the broker's queue; further frames wait in rbuf until it is
 	 * answered. */

@@ -253,6 +253,7 @@ static void check_broker(const struct broker *b)
 		check(s->broker == b);
 		check(s->rstart <= s->rend && s->rend <= SESSION_RBUF_SIZE);
 		check(s->wstart <= s->wend && s->wend <= SESSION_WBUF_SIZE);
+		check(s->rend <= s->rcap && s->wend <= s->wcap);
 		n++;
 	}
 	check(n == b->n_sessions);
