@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,11 +247,25 @@ static void notify_status(struct broker *b)
 	                 b->n_sources == 1 ? "" : "s", b->n_sinks, b->n_sinks == 1 ? "" : "s");
 }
 
+/* Sessions that ended leave their memory in the heap, in holes the allocator does not give back
+ * by itself. After a storm (this many fewer sessions than at the peak) the free pages go back to
+ * the system at once, rather than staying with the broker until the next storm. */
+#define TRIM_SESSIONS 64
+
+static void trim_heap(struct broker *b)
+{
+	if (b->n_sessions + TRIM_SESSIONS > b->n_sessions_high)
+		return;
+	(void)malloc_trim(0);
+	b->n_sessions_high = b->n_sessions;
+}
+
 static int on_notify_timer(sd_event_source *src, uint64_t usec, void *userdata)
 {
 	struct broker *b = userdata;
 
 	log_zone(b);
+	trim_heap(b);
 	flush_peer_logs(b);
 	if (b->status_dirty)
 		notify_status(b);

@@ -62,6 +62,7 @@ struct broker {
 	unsigned n_sessions, n_sources, n_sinks;
 	unsigned n_local, n_network; /* sessions over plain unix, and over TLS */
 	unsigned n_handshakes;       /* network sessions not yet authenticated */
+	unsigned n_sessions_high;    /* the most sessions at once since the heap was last trimmed */
 	struct eb_ratelimit peer_log[_PEER_LOG_MAX];
 
 	/* DRBG mode reseeds from the pool at most once per SCHEDULER_DRBG_RESEED_USEC. */

@@ -10,6 +10,7 @@
 #include <systemd/sd-event.h>
 
 #include "broker.h"
+#include "conn.h"
 #include "log.h"
 #include "macro.h"
 #include "report.h"
@@ -36,6 +37,8 @@ static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 		return session_refuse(s, EB_ERR_FORBIDDEN, "role not allowed for this user");
 	}
 	s->roles = h->roles;
+	if (s->roles & EB_ROLE_SOURCE)
+		eb_conn_set_bulk(s->conn);
 	snprintf(s->kind, sizeof(s->kind), "%s", h->kind);
 	s->id = ++s->broker->last_session_id;
 	s->claim_mbits_per_byte = h->claim_mbits_per_byte;

@@ -83,11 +83,16 @@ int eb_conn_new(int fd, SSL_CTX *ctx, bool server, bool nonblock, struct eb_conn
 		/* Read ahead: take up to a whole 64 KiB frame's records in one read(2), not two
 		 * reads (header, body) per 16 KiB record. eb_conn_pending() accounts for it. */
 		SSL_set_read_ahead(c->ssl, 1);
-		SSL_set_default_read_buffer_len(c->ssl, CONN_READ_AHEAD);
-		if (server)
+		if (server) {
+			/* A server meets many peers that each say a few words and wait (sinks,
+			 * sources told to SLEEP): one record's buffers, freed whenever empty,
+			 * until eb_conn_set_bulk() says the peer streams. */
+			SSL_set_mode(c->ssl, SSL_MODE_RELEASE_BUFFERS);
 			SSL_set_accept_state(c->ssl);
-		else
+		} else {
+			SSL_set_default_read_buffer_len(c->ssl, CONN_READ_AHEAD);
 			SSL_set_connect_state(c->ssl);
+		}
 	} else
 		c->handshake_done = true;
 	c->fd = TAKE_FD(owned);
@@ -248,6 +253,19 @@ bool eb_conn_pending(const struct eb_conn *c)
 	/* Decrypted bytes, or (read ahead) whole records not yet decrypted: both are invisible to
 	 * poll(). A partial record after a read that wanted more is the socket's business. */
 	return c->ssl && (SSL_pending(c->ssl) > 0 || (SSL_has_pending(c->ssl) && !c->read_blocked));
+}
+
+void eb_conn_set_bulk(struct eb_conn *c)
+{
+	if (!c->ssl)
+		return;
+	/* The next read buffer is a whole frame's records, and kept: freeing and wiping 66 KiB
+	 * after every frame would cost a streaming source more than it saves. The small one goes
+	 * now if it is empty; if it holds records, it stays in release mode, to be freed when
+	 * empty, and the big one then comes. */
+	SSL_set_default_read_buffer_len(c->ssl, CONN_READ_AHEAD);
+	if (SSL_free_buffers(c->ssl) == 1)
+		SSL_clear_mode(c->ssl, SSL_MODE_RELEASE_BUFFERS);
 }
 
 bool eb_conn_wants_write(const struct eb_conn *c)

@@ -38,6 +38,10 @@ ssize_t eb_conn_read(struct eb_conn *c, void *buf, size_t n);
 ssize_t eb_conn_write(struct eb_conn *c, const void *buf, size_t n);
 /* Whether bytes already decrypted wait in the TLS layer, so that poll() would not report them. */
 bool eb_conn_pending(const struct eb_conn *c);
+/* The peer streams big frames (a source's PUTs): read a whole frame's TLS records per read(2)
+ * and keep the buffers. Until then a server connection reads a record at a time and frees
+ * OpenSSL's buffers whenever they are empty; a client always reads ahead. */
+void eb_conn_set_bulk(struct eb_conn *c);
 /* Whether the last call that returned -EAGAIN waits for the socket to become writable. */
 bool eb_conn_wants_write(const struct eb_conn *c);
 /* Sends a TLS close_notify, best effort. */

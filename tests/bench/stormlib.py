@@ -61,6 +61,19 @@ def reset_hwm(pid):
         return False
 
 
+def settled_rss_kib(pid, steady=1.5, timeout=5):
+    """VmRSS once it has not moved for `steady` seconds (a broker gives memory back from a
+    once-a-second timer), or after `timeout`."""
+    deadline = time.monotonic() + timeout
+    last, since = status_kib(pid, "VmRSS"), time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - since < steady:
+        time.sleep(0.1)
+        now = status_kib(pid, "VmRSS")
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
+
+
 def n_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
