@@ -61,17 +61,21 @@ def reset_hwm(pid):
         return False
 
 
-def settled_rss_kib(pid, steady=1.5, timeout=5):
-    """VmRSS once it has not moved for `steady` seconds (a broker gives memory back from a
-    once-a-second timer), or after `timeout`."""
+def settled(read, steady=1.5, timeout=5):
+    """read() once its value has not moved for `steady` seconds, or after `timeout`."""
     deadline = time.monotonic() + timeout
-    last, since = status_kib(pid, "VmRSS"), time.monotonic()
+    last, since = read(), time.monotonic()
     while time.monotonic() < deadline and time.monotonic() - since < steady:
         time.sleep(0.1)
-        now = status_kib(pid, "VmRSS")
+        now = read()
         if now != last:
             last, since = now, time.monotonic()
     return last
+
+
+def settled_rss_kib(pid):
+    """VmRSS once it stopped moving: a broker gives memory back from a once-a-second timer."""
+    return settled(lambda: status_kib(pid, "VmRSS"))
 
 
 def n_fds(pid):
@@ -167,6 +171,8 @@ class StormBroker:
         level = pool_bits(self.broker)
         if level < need:
             raise eblib.Failure(f"the pool holds {level} bits after the fill, not {need}")
+        # The fill's and the status's sessions end a moment after their clients close.
+        self.idle_fds = settled(lambda: n_fds(self.pid), steady=0.5)
         return self
 
     def quiet(self, fds, timeout=30):
