@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include "cli.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,20 +140,55 @@ static int source_option(int c, const char *arg, const char *name, struct eb_sou
 	}
 }
 
-int eb_cli_source_parse(int argc, char *argv[], const struct eb_cli_program *prog,
-                        struct eb_client_options *o, struct eb_source_params *p, void *userdata)
+/* Says what getopt_long() refused (it is told to be quiet, so that the words reach the log). */
+static void log_refused(int c, char *argv[], const char *program)
 {
-	const char *shortopts = prog->shortopts ? prog->shortopts : EB_CLI_CLIENT_SHORTOPTS;
-	int c, r;
+	const char *opt = argv[optind - 1];
 
+	if (c == ':')
+		log_error("Option %s needs an argument; see %s --help.", opt, program);
+	else if (optopt && optopt < 0x100)
+		log_error("Unknown option -%c; see %s --help.", optopt, program);
+	else
+		log_error("Unknown option %s; see %s --help.", opt, program);
+}
+
+/* The loop of eb_cli_parse() and eb_cli_source_parse(): o NULL for a program that is no
+ * client, p NULL for one that is no source. */
+static int parse(int argc, char *argv[], const struct eb_cli_program *prog,
+                 struct eb_client_options *o, struct eb_source_params *p, void *userdata)
+{
+	const char *s = prog->shortopts ? prog->shortopts : o ? EB_CLI_CLIENT_SHORTOPTS : "h";
+	char shortopts[64];
+	int mode = s[0] == '+' || s[0] == '-';
+	int c, r, n;
+
+	/* A ':' first (after a '+' or '-' that says where options end) makes a missing argument
+	 * ':' rather than '?'. */
+	n = snprintf(shortopts, sizeof(shortopts), "%.*s:%s", mode, s, s + mode);
+	assert(n > 0 && (size_t)n < sizeof(shortopts));
+	(void)n;
+	opterr = 0;
 	for (;;) {
 		int i = -1;
 
 		c = getopt_long(argc, argv, shortopts, prog->options, &i);
 		if (c < 0)
 			break;
-		r = eb_cli_client_option(c, optarg, o, prog->name, prog->help);
-		if (r == 0)
+		if (c == '?' || c == ':') {
+			log_refused(c, argv, prog->name);
+			return 2;
+		}
+		if (c == 'h') {
+			prog->help();
+			return 0;
+		}
+		if (c == EB_CLI_ARG_VERSION) {
+			eb_print_version(prog->name);
+			return 0;
+		}
+		r = o ? eb_cli_client_option(c, optarg, o, prog->name, prog->help) : 0;
+		if (r == 0 && p)
 			/* The credit options are long ones only, so i names them. */
 			r = source_option(c, optarg, i >= 0 ? prog->options[i].name : "?", p);
 		if (r == 0)
@@ -165,11 +202,23 @@ int eb_cli_source_parse(int argc, char *argv[], const struct eb_cli_program *pro
 		log_error("Unexpected argument \"%s\"; see --help", argv[optind]);
 		return 2;
 	}
-	if (eb_cli_client_env(o) < 0) {
-		log_error("Too many brokers in $EB_BROKER");
+	if (o && !prog->no_environment && eb_cli_client_env(o) < 0) {
+		log_error("Too many brokers in $EB_BROKER: at most %d", EB_CLIENT_BROKERS_MAX);
 		return 2;
 	}
 	return EB_CLI_CONTINUE;
+}
+
+int eb_cli_parse(int argc, char *argv[], const struct eb_cli_program *prog,
+                 struct eb_client_options *o, void *userdata)
+{
+	return parse(argc, argv, prog, o, NULL, userdata);
+}
+
+int eb_cli_source_parse(int argc, char *argv[], const struct eb_cli_program *prog,
+                        struct eb_client_options *o, struct eb_source_params *p, void *userdata)
+{
+	return parse(argc, argv, prog, o, p, userdata);
 }
 
 void eb_cli_source_params_done(struct eb_source_params *p)

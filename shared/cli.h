@@ -31,6 +31,13 @@ enum {
 		"version", no_argument, NULL, EB_CLI_ARG_VERSION                                   \
 	}
 
+/* --help and --version alone, for a program that is no client. */
+#define EB_CLI_HELP_OPTIONS                                                                        \
+	{"help", no_argument, NULL, 'h'},                                                          \
+	{                                                                                          \
+		"version", no_argument, NULL, EB_CLI_ARG_VERSION                                   \
+	}
+
 #define EB_CLI_CLIENT_HELP                                                                         \
 	"  -b, --broker URI      broker to use (repeatable; tried in order, with failover):\n"     \
 	"                        tcp://HOST[:PORT], unix:/PATH, vsock://CID[:PORT],\n"             \
@@ -86,24 +93,31 @@ enum {
 typedef int (*eb_cli_option_t)(int c, const char *arg, void *userdata);
 
 struct eb_cli_program {
-	const char *name;             /* for --version */
+	const char *name;             /* for --version and the messages */
 	void (*help)(void);           /* --help */
 	const char *shortopts;        /* EB_CLI_CLIENT_SHORTOPTS and the program's own; NULL: the
-	                               * former alone */
+	                               * former alone ("h" for a program that is no client) */
 	const struct option *options; /* EB_CLI_CLIENT_OPTIONS, EB_CLI_SOURCE_OPTIONS, maybe
 	                               * EB_CLI_CREDIT_OPTIONS and EB_CLI_CREDIT_CAP_OPTION or
 	                               * EB_CLI_ESTIMATE_OPTION, the program's own */
 	eb_cli_option_t option;       /* the program's own options; NULL: it has none */
 	bool no_arguments;            /* refuse any argument after the options */
+	bool no_environment;          /* leave $EB_BROKER and $EB_USER unread */
 };
 
-/* Parses a source program's command line with getopt_long(): the client, source and credit
- * options into o and p, the program's own through prog->option(c, optarg, userdata); refuses
- * arguments if prog->no_arguments; then fills in o from the environment (eb_cli_client_env()).
- * An invalid value is logged with the option's name.
+/* Parses a program's command line with getopt_long(): -h/--help and --version, the client
+ * options into o (NULL for a program that is no client, such as eb-keygen), the program's own
+ * through prog->option(c, optarg, userdata); refuses arguments if prog->no_arguments; then, unless
+ * prog->no_environment, fills in o from the environment (eb_cli_client_env()). Unknown options
+ * and missing arguments are logged with the program's name.
  * Returns EB_CLI_CONTINUE with optind at the first argument, or the exit code to leave with: 0
- * after --help or --version, 2 after a usage error (logged). p->dump_fd may be open either
- * way: eb_cli_source_params_done() closes it. */
+ * after --help or --version, 2 after a usage error (logged). */
+int eb_cli_parse(int argc, char *argv[], const struct eb_cli_program *prog,
+                 struct eb_client_options *o, void *userdata);
+
+/* eb_cli_parse() for a source program: the source and credit options too, into p. An invalid
+ * value is logged with the option's name. p->dump_fd may be open either way:
+ * eb_cli_source_params_done() closes it. */
 int eb_cli_source_parse(int argc, char *argv[], const struct eb_cli_program *prog,
                         struct eb_client_options *o, struct eb_source_params *p, void *userdata);
 

@@ -26,7 +26,7 @@
 /* A write queue for the broker: EGD writers are rare and small. */
 #define DONATE_MAX 4096
 
-static char *arg_listen[LISTENERS_MAX];
+static const char *arg_listen[LISTENERS_MAX];
 static unsigned arg_n_listen;
 static unsigned long long arg_buffer_size = 4096;
 static unsigned long long arg_low_water_pct = 50;
@@ -116,81 +116,75 @@ static void raise_nofile(void)
 		    (unsigned long long)rl.rlim_cur, arg_max_clients);
 }
 
-static int parse_args(int argc, char *argv[], struct eb_client_options *o)
-{
-	enum {
-		ARG_BUFFER_SIZE = EB_CLI_ARG_FIRST_PRIVATE,
-		ARG_LOW_WATER,
-		ARG_MAX_CLIENTS,
-		ARG_CLIENT_TIMEOUT,
-	};
-	static const struct option options[] = {
-	    EB_CLI_CLIENT_OPTIONS,
-	    {"listen", required_argument, NULL, 'l'},
-	    {"buffer-size", required_argument, NULL, ARG_BUFFER_SIZE},
-	    {"low-water", required_argument, NULL, ARG_LOW_WATER},
-	    {"max-clients", required_argument, NULL, ARG_MAX_CLIENTS},
-	    {"client-timeout", required_argument, NULL, ARG_CLIENT_TIMEOUT},
-	    {},
-	};
-	int c, r;
+enum {
+	ARG_BUFFER_SIZE = EB_CLI_ARG_FIRST_PRIVATE,
+	ARG_LOW_WATER,
+	ARG_MAX_CLIENTS,
+	ARG_CLIENT_TIMEOUT,
+};
 
-	while ((c = getopt_long(argc, argv, EB_CLI_CLIENT_SHORTOPTS "l:", options, NULL)) >= 0) {
-		r = eb_cli_client_option(c, optarg, o, "eb-sink-egd", help);
-		if (r == -1)
-			return 0;
-		if (r == -2)
-			return -EINVAL;
-		if (r == 1)
-			continue;
-		switch (c) {
-		case 'l':
-			if (arg_n_listen >= LISTENERS_MAX)
-				return log_error_errno(EINVAL, "At most %d --listen addresses",
-				                       LISTENERS_MAX);
-			arg_listen[arg_n_listen++] = optarg;
-			break;
-		case ARG_BUFFER_SIZE:
-			if (eb_cli_parse_u64(optarg, EGD_BUFFER_MIN, EGD_BUFFER_MAX,
-			                     &arg_buffer_size) < 0)
-				return log_error_errno(
-				    EINVAL, "Invalid --buffer-size \"%s\": expected %d to %d bytes",
-				    optarg, EGD_BUFFER_MIN, EGD_BUFFER_MAX);
-			break;
-		case ARG_LOW_WATER:
-			if (eb_cli_parse_u64(optarg, 1, 100, &arg_low_water_pct) < 0)
-				return log_error_errno(
-				    EINVAL,
-				    "Invalid --low-water \"%s\": expected 1 to 100 (percent)",
-				    optarg);
-			break;
-		case ARG_MAX_CLIENTS:
-			if (eb_cli_parse_u64(optarg, 1, 65536, &arg_max_clients) < 0)
-				return log_error_errno(
-				    EINVAL, "Invalid --max-clients \"%s\": expected 1 to 65536",
-				    optarg);
-			break;
-		case ARG_CLIENT_TIMEOUT:
-			if (eb_cli_parse_u64(optarg, 1, 86400, &arg_client_timeout_s) < 0)
-				return log_error_errno(
-				    EINVAL,
-				    "Invalid --client-timeout \"%s\": expected 1 to 86400 seconds",
-				    optarg);
-			break;
-		default:
-			return -EINVAL;
+static int option(int c, const char *arg, void *userdata)
+{
+	(void)userdata;
+	switch (c) {
+	case 'l':
+		if (arg_n_listen >= LISTENERS_MAX) {
+			log_error("At most %d --listen addresses", LISTENERS_MAX);
+			return -2;
 		}
+		arg_listen[arg_n_listen++] = arg;
+		return 0;
+	case ARG_BUFFER_SIZE:
+		if (eb_cli_parse_u64(arg, EGD_BUFFER_MIN, EGD_BUFFER_MAX, &arg_buffer_size) < 0) {
+			log_error("Invalid --buffer-size \"%s\": expected %d to %d bytes", arg,
+			          EGD_BUFFER_MIN, EGD_BUFFER_MAX);
+			return -2;
+		}
+		return 0;
+	case ARG_LOW_WATER:
+		if (eb_cli_parse_u64(arg, 1, 100, &arg_low_water_pct) < 0) {
+			log_error("Invalid --low-water \"%s\": expected 1 to 100 (percent)", arg);
+			return -2;
+		}
+		return 0;
+	case ARG_MAX_CLIENTS:
+		if (eb_cli_parse_u64(arg, 1, 65536, &arg_max_clients) < 0) {
+			log_error("Invalid --max-clients \"%s\": expected 1 to 65536", arg);
+			return -2;
+		}
+		return 0;
+	case ARG_CLIENT_TIMEOUT:
+		if (eb_cli_parse_u64(arg, 1, 86400, &arg_client_timeout_s) < 0) {
+			log_error("Invalid --client-timeout \"%s\": expected 1 to 86400 seconds",
+			          arg);
+			return -2;
+		}
+		return 0;
+	default:
+		return -2;
 	}
-	if (optind < argc)
-		return log_error_errno(EINVAL, "Unexpected argument \"%s\"; see --help",
-		                       argv[optind]);
-	/* The units name their brokers in an EnvironmentFile=, one list for every sink. */
-	r = eb_cli_client_env(o);
-	if (r < 0)
-		return log_error_errno(r, "Invalid $EB_BROKER: at most %d brokers",
-		                       EB_CLIENT_BROKERS_MAX);
-	return 1;
 }
+
+static const struct option options[] = {
+    EB_CLI_CLIENT_OPTIONS,
+    {"listen", required_argument, NULL, 'l'},
+    {"buffer-size", required_argument, NULL, ARG_BUFFER_SIZE},
+    {"low-water", required_argument, NULL, ARG_LOW_WATER},
+    {"max-clients", required_argument, NULL, ARG_MAX_CLIENTS},
+    {"client-timeout", required_argument, NULL, ARG_CLIENT_TIMEOUT},
+    {},
+};
+
+/* The units name their brokers in an EnvironmentFile=, one list for every sink: the environment
+ * is read. */
+static const struct eb_cli_program program = {
+    .name = "eb-sink-egd",
+    .help = help,
+    .shortopts = EB_CLI_CLIENT_SHORTOPTS "l:",
+    .options = options,
+    .option = option,
+    .no_arguments = true,
+};
 
 int main(int argc, char *argv[])
 {
@@ -206,9 +200,9 @@ int main(int argc, char *argv[])
 	int r, ret = 1;
 
 	log_setup(argv[0]);
-	r = parse_args(argc, argv, &o);
-	if (r <= 0)
-		return r < 0 ? 2 : 0;
+	r = eb_cli_parse(argc, argv, &program, &o, NULL);
+	if (r != EB_CLI_CONTINUE)
+		return r;
 	signal(SIGPIPE, SIG_IGN);
 	raise_nofile();
 

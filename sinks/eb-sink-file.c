@@ -110,68 +110,82 @@ static int fifo_write(int *fd, const uint8_t *p, size_t n)
 	return 0;
 }
 
+enum { ARG_BYTES = EB_CLI_ARG_FIRST_PRIVATE, ARG_MODE, ARG_TIMEOUT, ARG_FIFO };
+
+static int option(int c, const char *arg, void *userdata)
+{
+	(void)userdata;
+	switch (c) {
+	case ARG_BYTES:
+		if (eb_cli_parse_u64(arg, 1, 1ULL << 48, &arg_bytes) < 0) {
+			log_error("Invalid --bytes \"%s\": expected 1 to 2^48", arg);
+			return -2;
+		}
+		return 0;
+	case 'o':
+		arg_output = arg;
+		return 0;
+	case ARG_MODE:
+		if (strcmp(arg, "full") == 0)
+			arg_mode = EB_GET_FULL;
+		else if (strcmp(arg, "drbg") == 0)
+			arg_mode = EB_GET_DRBG;
+		else {
+			log_error("Invalid --mode \"%s\": expected full or drbg", arg);
+			return -2;
+		}
+		return 0;
+	case ARG_FIFO:
+		arg_fifo = arg;
+		return 0;
+	case ARG_TIMEOUT:
+		if (eb_cli_parse_u64(arg, 1, 86400 * 365, &arg_timeout_s) < 0) {
+			log_error("Invalid --timeout \"%s\": expected seconds", arg);
+			return -2;
+		}
+		return 0;
+	default:
+		return -2;
+	}
+}
+
+static const struct option options[] = {
+    EB_CLI_CLIENT_OPTIONS,
+    {"bytes", required_argument, NULL, ARG_BYTES},
+    {"output", required_argument, NULL, 'o'},
+    {"mode", required_argument, NULL, ARG_MODE},
+    {"timeout", required_argument, NULL, ARG_TIMEOUT},
+    {"fifo", required_argument, NULL, ARG_FIFO},
+    {},
+};
+
+static const struct eb_cli_program program = {
+    .name = "eb-sink-file",
+    .help = help,
+    .shortopts = EB_CLI_CLIENT_SHORTOPTS "o:",
+    .options = options,
+    .option = option,
+    .no_arguments = true,
+    .no_environment = true, /* brokers come from the command line alone */
+};
+
+/* The command line, then what its options say together: the exit code, or EB_CLI_CONTINUE. */
 static int parse_args(int argc, char *argv[], struct eb_client_options *o)
 {
-	enum { ARG_BYTES = EB_CLI_ARG_FIRST_PRIVATE, ARG_MODE, ARG_TIMEOUT, ARG_FIFO };
-	static const struct option options[] = {
-	    EB_CLI_CLIENT_OPTIONS,
-	    {"bytes", required_argument, NULL, ARG_BYTES},
-	    {"output", required_argument, NULL, 'o'},
-	    {"mode", required_argument, NULL, ARG_MODE},
-	    {"timeout", required_argument, NULL, ARG_TIMEOUT},
-	    {"fifo", required_argument, NULL, ARG_FIFO},
-	    {},
-	};
-	int c, r;
+	int r;
 
-	while ((c = getopt_long(argc, argv, EB_CLI_CLIENT_SHORTOPTS "o:", options, NULL)) >= 0) {
-		r = eb_cli_client_option(c, optarg, o, "eb-sink-file", help);
-		if (r == -1)
-			return 0;
-		if (r == -2)
-			return -EINVAL;
-		if (r == 1)
-			continue;
-		switch (c) {
-		case ARG_BYTES:
-			if (eb_cli_parse_u64(optarg, 1, 1ULL << 48, &arg_bytes) < 0)
-				return log_error_errno(
-				    EINVAL, "Invalid --bytes \"%s\": expected 1 to 2^48", optarg);
-			break;
-		case 'o':
-			arg_output = optarg;
-			break;
-		case ARG_MODE:
-			if (strcmp(optarg, "full") == 0)
-				arg_mode = EB_GET_FULL;
-			else if (strcmp(optarg, "drbg") == 0)
-				arg_mode = EB_GET_DRBG;
-			else
-				return log_error_errno(
-				    EINVAL, "Invalid --mode \"%s\": expected full or drbg", optarg);
-			break;
-		case ARG_FIFO:
-			arg_fifo = optarg;
-			break;
-		case ARG_TIMEOUT:
-			if (eb_cli_parse_u64(optarg, 1, 86400 * 365, &arg_timeout_s) < 0)
-				return log_error_errno(
-				    EINVAL, "Invalid --timeout \"%s\": expected seconds", optarg);
-			break;
-		default:
-			return -EINVAL;
-		}
+	r = eb_cli_parse(argc, argv, &program, o, NULL);
+	if (r != EB_CLI_CONTINUE)
+		return r;
+	if (arg_fifo && (arg_bytes > 0 || arg_output || arg_timeout_s > 0)) {
+		log_error("--fifo runs until stopped: it takes no --bytes, --output or --timeout");
+		return 2;
 	}
-	if (optind < argc)
-		return log_error_errno(EINVAL, "Unexpected argument \"%s\"; see --help",
-		                       argv[optind]);
-	if (arg_fifo && (arg_bytes > 0 || arg_output || arg_timeout_s > 0))
-		return log_error_errno(
-		    EINVAL,
-		    "--fifo runs until stopped: it takes no --bytes, --output or --timeout");
-	if (arg_bytes == 0 && !arg_fifo)
-		return log_error_errno(EINVAL, "--bytes N is required; see --help");
-	return 1;
+	if (arg_bytes == 0 && !arg_fifo) {
+		log_error("--bytes N is required; see --help");
+		return 2;
+	}
+	return EB_CLI_CONTINUE;
 }
 
 int main(int argc, char *argv[])
@@ -186,8 +200,8 @@ int main(int argc, char *argv[])
 
 	log_setup(argv[0]);
 	r = parse_args(argc, argv, &o);
-	if (r <= 0)
-		return r < 0 ? 2 : 0;
+	if (r != EB_CLI_CONTINUE)
+		return r;
 	if (eb_cli_client_new(&o, &client) < 0)
 		return 2;
 	if (arg_timeout_s > 0)

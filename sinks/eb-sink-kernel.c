@@ -79,73 +79,83 @@ static void on_alarm(int sig)
 	_exit(1);
 }
 
+enum {
+	ARG_ONESHOT = EB_CLI_ARG_FIRST_PRIVATE,
+	ARG_BITS,
+	ARG_TIMEOUT,
+	ARG_INTERVAL,
+};
+
+static int option(int c, const char *arg, void *userdata)
+{
+	(void)userdata;
+	switch (c) {
+	case ARG_ONESHOT:
+		arg_oneshot = true;
+		return 0;
+	case ARG_BITS:
+		/* The kernel's input pool holds 256 bits; more than 4096 per seed only drains the
+		 * broker. */
+		if (eb_cli_parse_u64(arg, 8, 4096, &arg_bits) < 0 || arg_bits % 8 != 0) {
+			log_error("Invalid --bits \"%s\": expected a multiple of 8, 8 to 4096",
+			          arg);
+			return -2;
+		}
+		return 0;
+	case ARG_TIMEOUT:
+		if (eb_cli_parse_u64(arg, 1, 3600, &arg_timeout_s) < 0) {
+			log_error("Invalid --timeout \"%s\": expected 1 to 3600 seconds", arg);
+			return -2;
+		}
+		arg_timeout_set = true;
+		return 0;
+	case ARG_INTERVAL:
+		if (eb_cli_parse_u64(arg, 1, 86400, &arg_interval_s) < 0) {
+			log_error("Invalid --interval \"%s\": expected 1 to 86400 seconds", arg);
+			return -2;
+		}
+		arg_interval_set = true;
+		return 0;
+	default:
+		return -2;
+	}
+}
+
+static const struct option options[] = {
+    EB_CLI_CLIENT_OPTIONS,
+    {"oneshot", no_argument, NULL, ARG_ONESHOT},
+    {"bits", required_argument, NULL, ARG_BITS},
+    {"timeout", required_argument, NULL, ARG_TIMEOUT},
+    {"interval", required_argument, NULL, ARG_INTERVAL},
+    {},
+};
+
+static const struct eb_cli_program program = {
+    .name = "eb-sink-kernel",
+    .help = help,
+    .options = options,
+    .option = option,
+    .no_arguments = true,
+};
+
+/* The command line, then what its options say together: the exit code, or EB_CLI_CONTINUE. */
 static int parse_args(int argc, char *argv[], struct eb_client_options *o)
 {
-	enum {
-		ARG_ONESHOT = EB_CLI_ARG_FIRST_PRIVATE,
-		ARG_BITS,
-		ARG_TIMEOUT,
-		ARG_INTERVAL,
-	};
-	static const struct option options[] = {
-	    EB_CLI_CLIENT_OPTIONS,
-	    {"oneshot", no_argument, NULL, ARG_ONESHOT},
-	    {"bits", required_argument, NULL, ARG_BITS},
-	    {"timeout", required_argument, NULL, ARG_TIMEOUT},
-	    {"interval", required_argument, NULL, ARG_INTERVAL},
-	    {},
-	};
-	int c, r;
+	int r;
 
-	while ((c = getopt_long(argc, argv, EB_CLI_CLIENT_SHORTOPTS, options, NULL)) >= 0) {
-		r = eb_cli_client_option(c, optarg, o, "eb-sink-kernel", help);
-		if (r == -1)
-			return 0;
-		if (r == -2)
-			return -EINVAL;
-		if (r == 1)
-			continue;
-		switch (c) {
-		case ARG_ONESHOT:
-			arg_oneshot = true;
-			break;
-		case ARG_BITS:
-			/* The kernel's input pool holds 256 bits; more than 4096 per seed only
-			 * drains the broker. */
-			if (eb_cli_parse_u64(optarg, 8, 4096, &arg_bits) < 0 || arg_bits % 8 != 0)
-				return log_error_errno(
-				    EINVAL,
-				    "Invalid --bits \"%s\": expected a multiple of 8, 8 to 4096",
-				    optarg);
-			break;
-		case ARG_TIMEOUT:
-			if (eb_cli_parse_u64(optarg, 1, 3600, &arg_timeout_s) < 0)
-				return log_error_errno(
-				    EINVAL, "Invalid --timeout \"%s\": expected 1 to 3600 seconds",
-				    optarg);
-			arg_timeout_set = true;
-			break;
-		case ARG_INTERVAL:
-			if (eb_cli_parse_u64(optarg, 1, 86400, &arg_interval_s) < 0)
-				return log_error_errno(
-				    EINVAL,
-				    "Invalid --interval \"%s\": expected 1 to 86400 seconds",
-				    optarg);
-			arg_interval_set = true;
-			break;
-		default:
-			return -EINVAL;
-		}
+	r = eb_cli_parse(argc, argv, &program, o, NULL);
+	if (r != EB_CLI_CONTINUE)
+		return r;
+	if (arg_oneshot && arg_interval_set) {
+		log_error("--interval is for persistent mode, not --oneshot");
+		return 2;
 	}
-	if (optind < argc)
-		return log_error_errno(EINVAL, "Unexpected argument \"%s\"; see --help",
-		                       argv[optind]);
-	if (arg_oneshot && arg_interval_set)
-		return log_error_errno(EINVAL, "--interval is for persistent mode, not --oneshot");
-	if (!arg_oneshot && arg_timeout_set)
-		return log_error_errno(EINVAL, "--timeout is for --oneshot; persistent mode "
-		                               "retries until it is stopped");
-	return 1;
+	if (!arg_oneshot && arg_timeout_set) {
+		log_error(
+		    "--timeout is for --oneshot; persistent mode retries until it is stopped");
+		return 2;
+	}
+	return EB_CLI_CONTINUE;
 }
 
 /* Draws want bits of full entropy and feeds them to the kernel, failing over between brokers,
@@ -452,12 +462,8 @@ int main(int argc, char *argv[])
 
 	log_setup(argv[0]);
 	r = parse_args(argc, argv, &o);
-	if (r <= 0)
-		return r < 0 ? 2 : 0;
-	if (eb_cli_client_env(&o) < 0) {
-		log_error("Too many brokers in $EB_BROKER");
-		return 2;
-	}
+	if (r != EB_CLI_CONTINUE)
+		return r;
 	if (arg_oneshot)
 		/* No single operation may outlast the whole --timeout. */
 		o.timeout_ms =

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Tests for shared/cli.c's source command line, eb_cli_source_parse(), which every source program
- * runs: where each shared option lands, that a bad value is a usage error (2), that the program's
- * own options reach it, and the end of the options (arguments, "+", $EB_BROKER). */
+/* Tests for shared/cli.c's command line: eb_cli_source_parse(), which every source program runs
+ * (where each shared option lands, that a bad value is a usage error (2), that the program's own
+ * options reach it, and the end of the options: arguments, "+", $EB_BROKER), and eb_cli_parse(),
+ * the same loop for the sinks and tools. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -266,6 +267,88 @@ static void test_environment(void **state)
 	assert_int_equal(unsetenv("EB_USER"), 0);
 }
 
+/* Runs eb_cli_parse() over args (NULL-terminated, after the program name) from a fresh getopt, with
+ * *o fresh when opts is not NULL (then opts is o). */
+static int run_program(const struct eb_cli_program *prog, struct eb_client_options *opts,
+                       struct eb_client_options *o, struct own *own, const char *const *args)
+{
+	char *argv[16] = {(char *)"test"};
+	int argc = 1;
+
+	while (*args) {
+		assert_true(argc < (int)ELEMENTSOF(argv) - 1);
+		argv[argc++] = (char *)*args++;
+	}
+	*o = (struct eb_client_options){.roles = EB_ROLE_SINK};
+	*own = (struct own){};
+	optind = 0;
+	return eb_cli_parse(argc, argv, prog, opts, own);
+}
+
+/* eb_cli_parse() for the sinks and tools: a client without the source options, one that leaves
+ * the environment alone, and a program that is no client at all. */
+static void test_programs(void **state)
+{
+	static const struct option sink_options[] = {
+	    EB_CLI_CLIENT_OPTIONS,
+	    {"own", required_argument, NULL, ARG_OWN},
+	    {},
+	};
+	static const struct option tool_options[] = {
+	    EB_CLI_HELP_OPTIONS,
+	    {"own", required_argument, NULL, ARG_OWN},
+	    {},
+	};
+	const struct eb_cli_program sink = {.name = "test-sink",
+	                                    .help = help,
+	                                    .options = sink_options,
+	                                    .option = own_option,
+	                                    .no_arguments = true};
+	const struct eb_cli_program quiet = {
+	    .name = "test-ctl", .help = help, .options = sink_options, .no_environment = true};
+	const struct eb_cli_program tool = {
+	    .name = "test-tool", .help = help, .options = tool_options, .option = own_option};
+	struct eb_client_options o;
+	struct own own;
+	unsigned helped = n_help;
+
+#define RUN(prog, opts, ...) run_program(prog, opts, &o, &own, (const char *[]){__VA_ARGS__, NULL})
+
+	(void)state;
+	assert_int_equal(setenv("EB_BROKER", "unix:/env", 1), 0);
+	assert_int_equal(RUN(&sink, &o, "-u", "alice", "--own", "x"), EB_CLI_CONTINUE);
+	assert_string_equal(o.user, "alice");
+	assert_string_equal(own.arg, "x");
+	assert_int_equal(o.n_brokers, 1);
+	assert_string_equal(o.brokers[0], "unix:/env");
+	/* A source's options are not a sink's. */
+	assert_int_equal(RUN(&sink, &o, "--samples", "1"), 2);
+	assert_int_equal(RUN(&sink, &o, "extra"), 2);
+	/* A missing argument and an unknown option are usage errors, said through the log. */
+	assert_int_equal(RUN(&sink, &o, "--own"), 2);
+	assert_int_equal(RUN(&sink, &o, "-Z"), 2);
+	assert_int_equal(RUN(&sink, &o, "--help"), 0);
+	assert_int_equal(n_help, helped + 1);
+
+	/* Told to, it leaves $EB_BROKER unread, and takes arguments. */
+	assert_int_equal(RUN(&quiet, &o, "status"), EB_CLI_CONTINUE);
+	assert_int_equal(o.n_brokers, 0);
+	assert_int_equal(optind, 1);
+	/* It has no options of its own to hand on. */
+	assert_int_equal(RUN(&quiet, &o, "--own", "x"), 2);
+
+	/* A program that is no client: no -b, -u, -k, -v; --help and its own options. */
+	assert_int_equal(RUN(&tool, NULL, "--own", "y", "PATH"), EB_CLI_CONTINUE);
+	assert_string_equal(own.arg, "y");
+	assert_int_equal(optind, 3);
+	assert_int_equal(RUN(&tool, NULL, "-b", "unix:/x"), 2);
+	assert_int_equal(RUN(&tool, NULL, "--user", "bob"), 2);
+	assert_int_equal(RUN(&tool, NULL, "-h"), 0);
+	assert_int_equal(n_help, helped + 2);
+#undef RUN
+	assert_int_equal(unsetenv("EB_BROKER"), 0);
+}
+
 static void test_report(void **state)
 {
 	const struct eb_source_stats st = {
@@ -286,7 +369,7 @@ int main(void)
 	    cmocka_unit_test(test_shared_options), cmocka_unit_test(test_bad_values),
 	    cmocka_unit_test(test_help),           cmocka_unit_test(test_estimate),
 	    cmocka_unit_test(test_arguments),      cmocka_unit_test(test_environment),
-	    cmocka_unit_test(test_report),
+	    cmocka_unit_test(test_programs),       cmocka_unit_test(test_report),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

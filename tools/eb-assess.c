@@ -3,7 +3,6 @@
  * came from: SP 800-90B min-entropy estimates, ent's statistics, what the health tests would
  * have done, and plots of all three. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +14,7 @@
 #include "assess-health.h"
 #include "assess-plot.h"
 #include "assess-stats.h"
+#include "cli.h"
 #include "estimate.h"
 #include "log.h"
 #include "macro.h"
@@ -41,85 +41,82 @@ static void help(void)
 	    "\nSee eb-assess(1).\n");
 }
 
+enum { ARG_BITS = EB_CLI_ARG_FIRST_PRIVATE, ARG_CLAIM, ARG_JSON };
+
+static int option(int c, const char *arg, void *userdata)
+{
+	char *end;
+
+	(void)userdata;
+	switch (c) {
+	case ARG_BITS: {
+		unsigned long v;
+
+		errno = 0;
+		v = strtoul(arg, &end, 10);
+		if (errno != 0 || end == arg || *end != '\0' || v < 1 || v > 8) {
+			log_error("Invalid --bits \"%s\": expected 1-8.", arg);
+			return -2;
+		}
+		arg_bits = (unsigned)v;
+		return 0;
+	}
+	case ARG_CLAIM:
+		errno = 0;
+		arg_claim = strtod(arg, &end);
+		if (errno != 0 || end == arg || *end != '\0' || !(arg_claim > 0) || arg_claim > 8) {
+			log_error(
+			    "Invalid --claim \"%s\": expected bits per sample, more than 0 and "
+			    "at most 8.",
+			    arg);
+			return -2;
+		}
+		return 0;
+	case 'p':
+		arg_plots = arg;
+		return 0;
+	case ARG_JSON:
+		arg_json = true;
+		return 0;
+	default:
+		return -2;
+	}
+}
+
+static const struct option options[] = {
+    {"bits", required_argument, NULL, ARG_BITS},
+    {"claim", required_argument, NULL, ARG_CLAIM},
+    {"plots", required_argument, NULL, 'p'},
+    {"json", no_argument, NULL, ARG_JSON},
+    EB_CLI_HELP_OPTIONS,
+    {},
+};
+
+static const struct eb_cli_program program = {
+    .name = "eb-assess",
+    .help = help,
+    .shortopts = "p:h",
+    .options = options,
+    .option = option,
+};
+
+/* The command line: the exit code, or EB_CLI_CONTINUE with optind at FILE. */
 static int parse_args(int argc, char *argv[])
 {
-	enum { ARG_VERSION = 0x100, ARG_BITS, ARG_CLAIM, ARG_JSON };
-	static const struct option options[] = {
-	    {"bits", required_argument, NULL, ARG_BITS},
-	    {"claim", required_argument, NULL, ARG_CLAIM},
-	    {"plots", required_argument, NULL, 'p'},
-	    {"json", no_argument, NULL, ARG_JSON},
-	    {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, ARG_VERSION},
-	    {},
-	};
-	int c;
+	int r;
 
-	opterr = 0; /* say it ourselves, through the log */
-	while ((c = getopt_long(argc, argv, ":p:h", options, NULL)) >= 0) {
-		char *end;
-
-		switch (c) {
-		case ARG_BITS: {
-			unsigned long v;
-
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (errno != 0 || end == optarg || *end != '\0' || v < 1 || v > 8) {
-				log_error("Invalid --bits \"%s\": expected 1-8.", optarg);
-				return -EINVAL;
-			}
-			arg_bits = (unsigned)v;
-			break;
-		}
-		case ARG_CLAIM:
-			errno = 0;
-			arg_claim = strtod(optarg, &end);
-			if (errno != 0 || end == optarg || *end != '\0' || !(arg_claim > 0) ||
-			    arg_claim > 8) {
-				log_error(
-				    "Invalid --claim \"%s\": expected bits per sample, more than "
-				    "0 and at most 8.",
-				    optarg);
-				return -EINVAL;
-			}
-			break;
-		case 'p':
-			arg_plots = optarg;
-			break;
-		case ARG_JSON:
-			arg_json = true;
-			break;
-		case 'h':
-			help();
-			return 0;
-		case ARG_VERSION:
-			eb_print_version("eb-assess");
-			return 0;
-		case ':':
-			log_error("Option %s needs an argument; see eb-assess --help.",
-			          argv[optind - 1]);
-			return -EINVAL;
-		case '?':
-			if (optopt)
-				log_error("Unknown option -%c; see eb-assess --help.", optopt);
-			else
-				log_error("Unknown option %s; see eb-assess --help.",
-				          argv[optind - 1]);
-			return -EINVAL;
-		default:
-			return -EINVAL;
-		}
-	}
+	r = eb_cli_parse(argc, argv, &program, NULL, NULL);
+	if (r != EB_CLI_CONTINUE)
+		return r;
 	if (optind >= argc) {
 		log_error("Missing FILE; see eb-assess --help.");
-		return -EINVAL;
+		return 2;
 	}
 	if (argc - optind > 1) {
 		log_error("Too many arguments: one FILE only; see eb-assess --help.");
-		return -EINVAL;
+		return 2;
 	}
-	return 1;
+	return EB_CLI_CONTINUE;
 }
 
 /* Reads at most EB_ESTIMATE_SAMPLES_MAX bytes of path ("-": stdin); *ret_more says whether the
@@ -330,8 +327,8 @@ int main(int argc, char *argv[])
 
 	log_setup(argv[0]);
 	r = parse_args(argc, argv);
-	if (r <= 0)
-		return r < 0 ? 2 : 0;
+	if (r != EB_CLI_CONTINUE)
+		return r;
 	path = argv[optind];
 	name = strcmp(path, "-") == 0 ? "stdin"
 	       : strrchr(path, '/')   ? strrchr(path, '/') + 1

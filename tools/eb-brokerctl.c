@@ -346,34 +346,43 @@ static enum command command_from_string(const char *s)
 	return _CMD_INVALID;
 }
 
+enum { ARG_JSON = EB_CLI_ARG_FIRST_PRIVATE };
+
+static int option(int c, const char *arg, void *userdata)
+{
+	(void)arg, (void)userdata;
+	if (c != ARG_JSON)
+		return -2;
+	arg_json = true;
+	return 0;
+}
+
+static const struct option options[] = {
+    EB_CLI_CLIENT_OPTIONS,
+    {"json", no_argument, NULL, ARG_JSON},
+    {},
+};
+
+static const struct eb_cli_program program = {
+    .name = "eb-brokerctl",
+    .help = help,
+    .options = options,
+    .option = option,
+    .no_environment = true, /* an admin's tool: the local broker unless told otherwise */
+};
+
 int main(int argc, char *argv[])
 {
-	enum { ARG_JSON = EB_CLI_ARG_FIRST_PRIVATE };
-	static const struct option options[] = {
-	    EB_CLI_CLIENT_OPTIONS,
-	    {"json", no_argument, NULL, ARG_JSON},
-	    {},
-	};
 	struct eb_client_options o = {.roles = EB_ROLE_ADMIN, .kind = "eb-brokerctl"};
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
 	struct eb_msg_status st;
 	enum command cmd;
-	int c, r;
+	int r;
 
 	log_setup(argv[0]);
-	while ((c = getopt_long(argc, argv, EB_CLI_CLIENT_SHORTOPTS, options, NULL)) >= 0) {
-		r = eb_cli_client_option(c, optarg, &o, "eb-brokerctl", help);
-		if (r == -1)
-			return 0;
-		if (r == -2)
-			return 2;
-		if (r == 1)
-			continue;
-		if (c == ARG_JSON)
-			arg_json = true;
-		else
-			return 2;
-	}
+	r = eb_cli_parse(argc, argv, &program, &o, NULL);
+	if (r != EB_CLI_CONTINUE)
+		return r;
 	if (optind >= argc) {
 		log_error("Expected a command: status, sources, sinks or users; see --help");
 		return 2;

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* eb-keygen: writes a new pre-shared key file for a broker user. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 
+#include "cli.h"
 #include "key.h"
 #include "log.h"
 
@@ -17,38 +17,23 @@ static void help(void)
 	       "\nSee eb-keygen(1) and eb-brokerd.conf(5).\n");
 }
 
+static const struct option options[] = {
+    EB_CLI_HELP_OPTIONS,
+    {},
+};
+
+static const struct eb_cli_program program = {
+    .name = "eb-keygen", .help = help, .options = options};
+
 int main(int argc, char *argv[])
 {
-	enum { ARG_VERSION = 0x100 };
-	static const struct option options[] = {
-	    {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, ARG_VERSION},
-	    {},
-	};
 	const char *path;
-	int c, r;
+	int r;
 
 	log_setup(argv[0]);
-	opterr = 0; /* say it ourselves, through the log */
-	while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
-		switch (c) {
-		case 'h':
-			help();
-			return 0;
-		case ARG_VERSION:
-			eb_print_version("eb-keygen");
-			return 0;
-		case '?':
-			if (optopt)
-				log_error("Unknown option -%c; see eb-keygen --help.", optopt);
-			else
-				log_error("Unknown option %s; see eb-keygen --help.",
-				          argv[optind - 1]);
-			return 2;
-		default:
-			return 2;
-		}
-
+	r = eb_cli_parse(argc, argv, &program, NULL, NULL);
+	if (r != EB_CLI_CONTINUE)
+		return r;
 	if (optind >= argc) {
 		log_error("Missing PATH; see eb-keygen --help.");
 		return 2;
