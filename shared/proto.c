@@ -215,7 +215,7 @@ static int msg_validate(const struct eb_msg *m, size_t *ret_size)
 	return 0;
 }
 
-int eb_frame_parse(const uint8_t *buf, size_t len, struct eb_frame *ret, size_t *ret_size)
+int eb_frame_header_parse(const uint8_t *buf, size_t len, struct eb_frame *ret)
 {
 	struct cursor c = {buf, len};
 	uint8_t type, flags;
@@ -225,7 +225,6 @@ int eb_frame_parse(const uint8_t *buf, size_t len, struct eb_frame *ret, size_t 
 
 	assert(buf || len == 0);
 	assert(ret);
-	assert(ret_size);
 
 	if (len < EB_FRAME_HEADER_SIZE)
 		return -EAGAIN;
@@ -244,16 +243,30 @@ int eb_frame_parse(const uint8_t *buf, size_t len, struct eb_frame *ret, size_t 
 	/* Refuse an oversized frame from its header alone, before anyone buffers its payload. */
 	if (length > EB_FRAME_PAYLOAD_MAX)
 		return -EMSGSIZE;
-	if (c.left < length)
-		return -EAGAIN;
 
 	*ret = (struct eb_frame){
 	    .type = type,
 	    .flags = flags,
 	    .length = length,
-	    .payload = c.p,
 	};
-	*ret_size = EB_FRAME_HEADER_SIZE + (size_t)length;
+	return 0;
+}
+
+int eb_frame_parse(const uint8_t *buf, size_t len, struct eb_frame *ret, size_t *ret_size)
+{
+	struct eb_frame f;
+	int r;
+
+	assert(ret_size);
+
+	r = eb_frame_header_parse(buf, len, &f);
+	if (r < 0)
+		return r;
+	if (len - EB_FRAME_HEADER_SIZE < f.length)
+		return -EAGAIN;
+	f.payload = buf + EB_FRAME_HEADER_SIZE;
+	*ret = f;
+	*ret_size = EB_FRAME_HEADER_SIZE + (size_t)f.length;
 	return 0;
 }
 

@@ -184,6 +184,10 @@ struct eb_msg {
  * flags/reserved. */
 int eb_frame_parse(const uint8_t *buf, size_t len, struct eb_frame *ret, size_t *ret_size);
 
+/* Checks a frame header alone, for a reader that takes the header and then exactly its payload:
+ * fills *ret but its payload (NULL), with the errors of eb_frame_parse(). */
+int eb_frame_header_parse(const uint8_t *buf, size_t len, struct eb_frame *ret);
+
 /* Writes a frame header for a payload of length bytes into buf[EB_FRAME_HEADER_SIZE]. */
 void eb_frame_header_write(uint8_t *buf, enum eb_msg_type type, uint32_t length);
 

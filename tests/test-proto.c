@@ -350,6 +350,35 @@ static void test_stream(void **state)
 	assert_int_equal(count, _EB_MSG_MAX - 1);
 }
 
+/* The header alone: the length a reader must take next, and the same refusals as
+ * eb_frame_parse() before a byte of the payload is there. */
+static void test_frame_header_alone(void **state)
+{
+	uint8_t h[EB_FRAME_HEADER_SIZE];
+	struct eb_frame f;
+
+	(void)state;
+
+	eb_frame_header_write(h, EB_MSG_DATA, 1234);
+	assert_int_equal(eb_frame_header_parse(h, 7, &f), -EAGAIN);
+	assert_int_equal(eb_frame_header_parse(h, sizeof(h), &f), 0);
+	assert_int_equal(f.type, EB_MSG_DATA);
+	assert_int_equal(f.length, 1234);
+	assert_null(f.payload);
+
+	eb_frame_header_write(h, EB_MSG_DATA, EB_FRAME_PAYLOAD_MAX);
+	assert_int_equal(eb_frame_header_parse(h, sizeof(h), &f), 0);
+	assert_int_equal(f.length, EB_FRAME_PAYLOAD_MAX);
+	h[7]++; /* EB_FRAME_PAYLOAD_MAX + 1, which eb_frame_header_write() would not write */
+	assert_int_equal(eb_frame_header_parse(h, sizeof(h), &f), -EMSGSIZE);
+
+	eb_frame_header_write(h, EB_MSG_WAKE, 0);
+	h[1] = 1;
+	assert_int_equal(eb_frame_header_parse(h, sizeof(h), &f), -EBADMSG);
+	h[1] = 0, h[0] = 0;
+	assert_int_equal(eb_frame_header_parse(h, sizeof(h), &f), -EBADMSG);
+}
+
 static void test_frame_header(void **state)
 {
 	uint8_t h[EB_FRAME_HEADER_SIZE + 4] = {0};
@@ -914,6 +943,7 @@ int main(void)
 	    cmocka_unit_test(test_truncation),
 	    cmocka_unit_test(test_stream),
 	    cmocka_unit_test(test_frame_header),
+	    cmocka_unit_test(test_frame_header_alone),
 	    cmocka_unit_test(test_encode_buffer),
 	    cmocka_unit_test(test_reserved),
 	    cmocka_unit_test(test_ranges_hello_welcome),
