@@ -1,19 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 #include "client.h"
 
-#include <endian.h>
 #include <errno.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backoff.h"
 #include "conn.h"
+#include "credential.h"
 #include "key.h"
 #include "macro.h"
+#include "sigpipe.h"
 #include "time-util.h"
 #include "tls.h"
 #include "uri.h"
@@ -42,37 +41,6 @@ struct eb_client {
 	uint8_t buf[EB_FRAME_MAX];
 };
 
-/* OpenSSL writes to its socket with write(), not send(MSG_NOSIGNAL): a TLS record (or the
- * close_notify) written to a broker that has just died raises SIGPIPE, which would kill the
- * program instead of letting it fail over. Our writes block SIGPIPE and swallow the one they
- * raised, leaving the program's disposition and any SIGPIPE already pending alone. */
-struct sigpipe_guard {
-	sigset_t old;
-	bool was_pending;
-};
-
-static void sigpipe_block(struct sigpipe_guard *g)
-{
-	sigset_t set, pending;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &set, &g->old);
-	g->was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
-}
-
-static void sigpipe_restore(struct sigpipe_guard *g)
-{
-	static const struct timespec zero = {0};
-	sigset_t set, pending;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGPIPE);
-	if (!g->was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1)
-		(void)sigtimedwait(&set, NULL, &zero);
-	pthread_sigmask(SIG_SETMASK, &g->old, NULL);
-}
-
 static char *strdup_printf(const char *fmt, ...) _printf_(1, 2);
 static char *strdup_printf(const char *fmt, ...)
 {
@@ -84,36 +52,6 @@ static char *strdup_printf(const char *fmt, ...)
 		s = NULL;
 	va_end(ap);
 	return s;
-}
-
-/* The credential eb.user, as a hypervisor hands a guest its identity beside eb.key: one line,
- * printable, at most EB_KIND_MAX bytes. 0 and nothing written when there is none. */
-static int load_default_user(char *buf, size_t size)
-{
-	const char *d = getenv("CREDENTIALS_DIRECTORY");
-	_cleanup_free_ char *path = NULL;
-	_cleanup_fclose_ FILE *f = NULL;
-	char line[EB_KIND_MAX + 2];
-	size_t n;
-
-	if (!d || d[0] != '/')
-		return 0;
-	if (asprintf(&path, "%s/eb.user", d) < 0)
-		return -ENOMEM;
-	f = fopen(path, "re");
-	if (!f)
-		return errno == ENOENT ? 0 : negative_errno();
-	if (!fgets(line, sizeof(line), f))
-		return -EBADMSG;
-	n = strcspn(line, "\n");
-	if (n == 0 || n > EB_KIND_MAX || n + 1 > size)
-		return -EBADMSG;
-	line[n] = '\0';
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)line[i] <= ' ' || (unsigned char)line[i] >= 0x7f)
-			return -EBADMSG;
-	memcpy(buf, line, n + 1);
-	return 1;
 }
 
 int eb_client_new(const struct eb_client_options *o, struct eb_client **ret, char **ret_error)
@@ -161,7 +99,9 @@ int eb_client_new(const struct eb_client_options *o, struct eb_client **ret, cha
 		if (o->user && o->user[0] && strlen(o->user) <= EB_KIND_MAX)
 			snprintf(c->user, sizeof(c->user), "%s", o->user);
 		else if (!o->user || !o->user[0]) {
-			r = load_default_user(c->user, sizeof(c->user));
+			/* The credential eb.user, as a hypervisor hands a guest its identity
+			 * beside eb.key (docs/decisions.md). */
+			r = eb_credential_read_word("eb.user", c->user, sizeof(c->user));
 			if (r < 0) {
 				*ret_error = strdup_printf(
 				    "The credential eb.user in %s is not one printable name of at most %d bytes",
@@ -206,13 +146,13 @@ int eb_client_new(const struct eb_client_options *o, struct eb_client **ret, cha
 
 void eb_client_disconnect(struct eb_client *c)
 {
-	struct sigpipe_guard g;
+	struct eb_sigpipe_guard g;
 
 	if (!c->conn)
 		return;
-	sigpipe_block(&g);
+	eb_sigpipe_block(&g);
 	eb_conn_shutdown(c->conn);
-	sigpipe_restore(&g);
+	eb_sigpipe_restore(&g);
 	c->conn = eb_conn_free(c->conn);
 	c->puts_in_flight = c->gets_in_flight = 0;
 	c->asleep = false;
@@ -246,15 +186,15 @@ static int fail(struct eb_client *c, int r, const char *what)
 
 static int send_msg(struct eb_client *c, const struct eb_msg *m)
 {
-	struct sigpipe_guard g;
+	struct eb_sigpipe_guard g;
 	int n, r;
 
 	n = eb_msg_encode(m, c->buf, sizeof(c->buf));
 	if (n < 0)
 		return n;
-	sigpipe_block(&g);
+	eb_sigpipe_block(&g);
 	r = eb_conn_write_full(c->conn, c->buf, (size_t)n, c->timeout_ms);
-	sigpipe_restore(&g);
+	eb_sigpipe_restore(&g);
 	if (m->type == EB_MSG_PUT)
 		explicit_bzero(c->buf, (size_t)n);
 	if (r < 0)
@@ -262,47 +202,30 @@ static int send_msg(struct eb_client *c, const struct eb_msg *m)
 	return 0;
 }
 
-/* Maps the broker's ERROR to an errno the caller can act on. */
+/* The errno a caller can act on for each ERROR code; the rest (PROTOCOL, INTERNAL) are -EPROTO. */
+static const int error_errno[_EB_ERR_MAX] = {
+    [EB_ERR_AUTH] = -EACCES,
+    [EB_ERR_FORBIDDEN] = -EACCES,
+    [EB_ERR_VERSION] = -EPROTONOSUPPORT,
+    [EB_ERR_TOO_LARGE] = -EMSGSIZE,
+    [EB_ERR_SHUTDOWN] = -ESHUTDOWN,
+    [EB_ERR_BUSY] = -EBUSY,
+};
+
 static int broker_error(struct eb_client *c, const struct eb_msg_error *e)
 {
-	int r = -EPROTO;
+	int r = e->code > 0 && e->code < _EB_ERR_MAX ? error_errno[e->code] : 0;
 
-	switch (e->code) {
-	case EB_ERR_AUTH:
-	case EB_ERR_FORBIDDEN:
-		r = -EACCES;
-		break;
-	case EB_ERR_VERSION:
-		r = -EPROTONOSUPPORT;
-		break;
-	case EB_ERR_TOO_LARGE:
-		r = -EMSGSIZE;
-		break;
-	case EB_ERR_SHUTDOWN:
-		r = -ESHUTDOWN;
-		break;
-	case EB_ERR_BUSY:
-		r = -EBUSY;
-		break;
-	case EB_ERR_PROTOCOL:
-	case EB_ERR_INTERNAL:
-	case _EB_ERR_MAX:
-	case _EB_ERR_INVALID:
-		r = -EPROTO;
-		break;
-	}
 	snprintf(c->last_error, sizeof(c->last_error), "broker %s: %s (%s)",
 	         c->uri_text[c->current], e->text, eb_error_code_to_string(e->code));
 	eb_client_disconnect(c);
-	return r;
+	return r < 0 ? r : -EPROTO;
 }
 
 /* Reads one message; SLEEP and WAKE are absorbed here and reported as 1 so callers loop. */
 static int read_msg(struct eb_client *c, int timeout_ms, struct eb_msg *ret)
 {
 	struct eb_frame f;
-	uint32_t len;
-	size_t size;
 	int r;
 
 	r = eb_conn_read_full(c->conn, c->buf, EB_FRAME_HEADER_SIZE, timeout_ms);
@@ -310,16 +233,17 @@ static int read_msg(struct eb_client *c, int timeout_ms, struct eb_msg *ret)
 		return r;
 	if (r < 0)
 		return fail(c, r, r == -ECONNRESET ? "the broker closed the connection" : NULL);
-	memcpy(&len, c->buf + 4, sizeof(len));
-	len = be32toh(len);
-	if (len > EB_FRAME_PAYLOAD_MAX)
-		return fail(c, -EMSGSIZE, "the broker sent an oversized frame");
-	r = eb_conn_read_full(c->conn, c->buf + EB_FRAME_HEADER_SIZE, len, c->timeout_ms);
+	/* The header says how much to read next; the codec judges it before a byte more is. */
+	r = eb_frame_header_parse(c->buf, EB_FRAME_HEADER_SIZE, &f);
+	if (r == -EMSGSIZE)
+		return fail(c, r, "the broker sent an oversized frame");
+	if (r < 0)
+		return fail(c, -EBADMSG, "the broker sent a malformed frame");
+	r = eb_conn_read_full(c->conn, c->buf + EB_FRAME_HEADER_SIZE, f.length, c->timeout_ms);
 	if (r < 0)
 		return fail(c, r, NULL);
-	r = eb_frame_parse(c->buf, EB_FRAME_HEADER_SIZE + len, &f, &size);
-	if (r >= 0)
-		r = eb_msg_decode(&f, ret);
+	f.payload = c->buf + EB_FRAME_HEADER_SIZE;
+	r = eb_msg_decode(&f, ret);
 	if (r < 0)
 		return fail(c, -EBADMSG, "the broker sent a malformed frame");
 	switch (ret->type) {
@@ -351,6 +275,25 @@ static int read_msg(struct eb_client *c, int timeout_ms, struct eb_msg *ret)
 	return 0;
 }
 
+/* Reads the next message that is not SLEEP or WAKE. */
+static int read_answer(struct eb_client *c, int timeout_ms, struct eb_msg *ret)
+{
+	int r;
+
+	do
+		r = read_msg(c, timeout_ms, ret);
+	while (r == 1);
+	return r;
+}
+
+/* Sends m and reads the broker's answer into it. */
+static int transact(struct eb_client *c, struct eb_msg *m)
+{
+	int r = send_msg(c, m);
+
+	return r < 0 ? r : read_answer(c, c->timeout_ms, m);
+}
+
 /* A connection attempt waits no longer than an operation may, nor past the deadline of
  * eb_client_connect_retry(): a --timeout must hold even against a broker that hangs. */
 static int op_timeout(const struct eb_client *c)
@@ -368,7 +311,7 @@ static int op_timeout(const struct eb_client *c)
 static int connect_one(struct eb_client *c, unsigned i)
 {
 	struct eb_msg m = {.type = EB_MSG_HELLO};
-	struct sigpipe_guard g;
+	struct eb_sigpipe_guard g;
 	int fd, r;
 
 	c->current = (int)i;
@@ -390,9 +333,9 @@ static int connect_one(struct eb_client *c, unsigned i)
 	/* The handshake first, on its own: a broker at one of its limits closes a connection it
 	 * will not take before it answers the ClientHello, while a refused user or key gets a TLS
 	 * alert. The first is worth another try later, the second is not. */
-	sigpipe_block(&g);
+	eb_sigpipe_block(&g);
 	r = eb_conn_write_full(c->conn, NULL, 0, c->timeout_ms);
-	sigpipe_restore(&g);
+	eb_sigpipe_restore(&g);
 	if (r < 0 && eb_uri_is_tls(&c->uris[i]) && eb_conn_failure(c->conn) == EB_CONN_FAIL_EOF) {
 		snprintf(
 		    c->last_error, sizeof(c->last_error),
@@ -413,9 +356,7 @@ static int connect_one(struct eb_client *c, unsigned i)
 			    c->uri_text[i], c->user);
 		return r == -ECONNRESET || r == -EPIPE || r == -EPROTO ? -EACCES : r;
 	}
-	do
-		r = read_msg(c, op_timeout(c), &m);
-	while (r == 1);
+	r = read_answer(c, op_timeout(c), &m);
 	if (r == -ETIMEDOUT) {
 		/* read_msg() keeps the connection for a caller that may wait again; a broker that
 		 * does not answer HELLO in time is one to leave. */
@@ -592,14 +533,12 @@ int eb_client_receive(struct eb_client *c, void *buf, size_t size, size_t *ret_l
 	if (c->gets_in_flight == 0)
 		return -EINVAL;
 	/* The broker holds a GET up to 250 ms before EMPTY; allow for that beyond the timeout. */
-	do
-		r = read_msg(c, c->timeout_ms + 1000, &m);
-	while (r == 1);
+	r = read_answer(c, c->timeout_ms + 1000, &m);
 	if (r < 0)
 		return r == -ETIMEDOUT ? fail(c, r, "the broker did not answer in time") : r;
 	c->gets_in_flight--;
-	switch (m.type) {
-	case EB_MSG_DATA:
+	/* Three answers to a GET; any other message is a broker out of step. */
+	if (m.type == EB_MSG_DATA) {
 		if (m.data.len > size)
 			return fail(c, -EBADMSG, "the broker sent more than was asked for");
 		memcpy(buf, m.data.data, m.data.len);
@@ -608,27 +547,10 @@ int eb_client_receive(struct eb_client *c, void *buf, size_t size, size_t *ret_l
 		*ret_bits = m.data.bits;
 		*ret_retry_ms = 0;
 		return 0;
-	case EB_MSG_EMPTY:
+	}
+	if (m.type == EB_MSG_EMPTY || m.type == EB_MSG_QUOTA) {
 		*ret_retry_ms = m.retry.retry_ms;
-		return -EAGAIN;
-	case EB_MSG_QUOTA:
-		*ret_retry_ms = m.retry.retry_ms;
-		return -EDQUOT;
-	case EB_MSG_HELLO:
-	case EB_MSG_WELCOME:
-	case EB_MSG_PUT:
-	case EB_MSG_PUT_ACK:
-	case EB_MSG_GET:
-	case EB_MSG_SLEEP:
-	case EB_MSG_WAKE:
-	case EB_MSG_ERROR:
-	case EB_MSG_STATUS_REQ:
-	case EB_MSG_STATUS:
-	case EB_MSG_REPORT_REQ:
-	case EB_MSG_REPORT:
-	case _EB_MSG_MAX:
-	case _EB_MSG_INVALID:
-		break;
+		return m.type == EB_MSG_EMPTY ? -EAGAIN : -EDQUOT;
 	}
 	return fail(c, -EPROTO, "the broker answered a GET with something else");
 }
@@ -640,12 +562,7 @@ int eb_client_status(struct eb_client *c, struct eb_msg_status *ret)
 
 	if (!c->conn)
 		return -ENOTCONN;
-	r = send_msg(c, &m);
-	if (r < 0)
-		return r;
-	do
-		r = read_msg(c, c->timeout_ms, &m);
-	while (r == 1);
+	r = transact(c, &m);
 	if (r < 0)
 		return r;
 	if (m.type != EB_MSG_STATUS)
@@ -662,12 +579,7 @@ int eb_client_report(struct eb_client *c, uint8_t table, uint64_t after, struct 
 
 	if (!c->conn)
 		return -ENOTCONN;
-	r = send_msg(c, &m);
-	if (r < 0)
-		return r;
-	do
-		r = read_msg(c, c->timeout_ms, &m);
-	while (r == 1);
+	r = transact(c, &m);
 	if (r < 0)
 		return r;
 	if (m.type != EB_MSG_REPORT || m.report.table != table)

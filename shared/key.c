@@ -14,6 +14,7 @@
 
 #include <openssl/crypto.h>
 
+#include "credential.h"
 #include "io.h"
 #include "macro.h"
 
@@ -197,16 +198,5 @@ int eb_key_generate(const char *path)
 
 char *eb_key_default_path(void)
 {
-	const char *d = getenv("CREDENTIALS_DIRECTORY");
-	size_t n;
-	char *p;
-
-	if (!d || d[0] != '/')
-		return NULL;
-	n = strlen(d) + sizeof("/eb.key");
-	p = malloc(n);
-	if (!p)
-		return NULL;
-	snprintf(p, n, "%s/eb.key", d);
-	return p;
+	return eb_credential_path("eb.key");
 }
