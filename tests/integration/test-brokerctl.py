@@ -166,18 +166,30 @@ def test():
         raws += [sink, admin]
         hello(sink, ROLE_SINK, b"raw sink")
         hello(admin, ROLE_ADMIN, b"raw admin")
-        seen = None
+        seen, served = None, 0
         for _ in range(20):
             sink.send(MSG["GET"], struct.pack(">IB3x", 65536 * 8, 0))
             rows, _ = report(admin, 1)
             row = next(r for r in rows if r["kind"] == "raw sink")
-            t, _ = sink.recv()
+            t, p = sink.recv()
             check(t in (MSG["EMPTY"], MSG["DATA"]), "the big GET is answered")
+            if t == MSG["DATA"]:
+                served += struct.unpack_from(">I", p)[0]
             if row["flags"] & 2:
                 seen = row
                 break
         check(seen is not None and seen["waiting_ms"] < 5000 and seen["roles"] == ROLE_SINK,
               f"a waiting GET shows with its wait: {seen}")
+        sinks = [s for s in ctl_json(b, "sinks") if s["kind"] == "raw sink"]
+        check(len(sinks) == 1 and sinks[0]["bits_served"] == served > 0
+              and sinks[0]["waiting_ms"] is None and sinks[0]["quota_left_bits"] is None
+              and sinks[0]["bytes_drbg"] == 0,
+              f"sinks --json: the raw sink was served the {served} bits its DATA carried: {sinks}")
+        out = ctl(b, "sinks")
+        rows, lines = columns(out)
+        check(rows[0] == ["ID", "USER", "PEER", "KIND", "BITS SERVED", "DRBG BYTES", "QUOTA LEFT",
+                          "WAITING", "LAST SEEN"] and rows[1][4] == str(served) and rows[1][6:8] == ["-", "-"],
+              f"sinks table: {rows[:2]}")
 
         # The REPORT as docs/protocol.md lays it out agrees with eb-brokerctl.
         rows, nxt = report(admin, 2)
