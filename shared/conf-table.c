@@ -247,6 +247,7 @@ static int parse_account(struct conf_ctx *c, enum eb_account_kind kind, const ch
 	int r;
 
 	r = eb_account_resolve(kind, value, ret);
+	/* check-source: allow einval-compare (account.h: -EINVAL is "neither an id nor a name") */
 	if (r == -EINVAL || r == -ENOMEM)
 		return r;
 	if (r == -ESRCH)

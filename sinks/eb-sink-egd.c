@@ -61,40 +61,50 @@ static int on_exit_signal(sd_event_source *src, const struct signalfd_siginfo *s
 	return sd_event_exit(e, 0);
 }
 
-/* The sockets systemd passed, or else the --listen addresses, bound here. */
+/* The sockets systemd passed, or else the --listen addresses, bound here: 0, or the exit code to
+ * leave with (2 for a usage error, 1 when a socket fails), logged. */
 static int listen_all(struct eb_listeners *ls)
 {
 	int n, r;
 
 	n = eb_listeners_take_fds(ls, LISTENERS_MAX);
-	if (n < 0)
-		return log_error_errno(n, "%s", ls->error);
+	if (n < 0) {
+		log_error_errno(n, "%s", ls->error);
+		return 1;
+	}
 	for (unsigned i = 0; i < ls->n; i++)
 		log_debug("Serving socket \"%s\" (fd %d)", ls->v[i].name, ls->v[i].fd);
 	if (n > 0)
 		return 0;
-	if (arg_n_listen == 0)
-		return log_error_errno(
-		    EINVAL, "Nothing to listen on: no sockets from systemd and no --listen");
+	if (arg_n_listen == 0) {
+		log_error("Nothing to listen on: no sockets from systemd and no --listen");
+		return 2;
+	}
 	for (unsigned i = 0; i < arg_n_listen; i++) {
 		struct eb_uri u;
 		int fd;
 
 		r = eb_uri_parse(arg_listen[i], &u);
-		if (r < 0 || (u.kind != EB_URI_UNIX && u.kind != EB_URI_TCP))
-			return log_error_errno(
-			    EINVAL,
-			    "Invalid --listen \"%s\": expected unix:/PATH or tcp://HOST:PORT",
-			    arg_listen[i]);
+		if (r < 0 || (u.kind != EB_URI_UNIX && u.kind != EB_URI_TCP)) {
+			log_error("Invalid --listen \"%s\": expected unix:/PATH or tcp://HOST:PORT",
+			          arg_listen[i]);
+			return 2;
+		}
 		r = eb_uri_listen(&u, &fd);
-		if (r < 0)
-			return log_error_errno(r, "Failed to listen on %s: %m", arg_listen[i]);
+		if (r < 0) {
+			log_error_errno(r, "Failed to listen on %s: %m", arg_listen[i]);
+			return 1;
+		}
 		r = eb_listeners_add(ls, fd, arg_listen[i], NULL);
-		if (r < 0)
-			return log_oom();
+		if (r < 0) {
+			log_oom();
+			return 1;
+		}
 		/* As eb-sink-egd.socket's SocketMode=0660: the group decides who reads. */
-		if (u.kind == EB_URI_UNIX && chmod(u.path, 0660) < 0)
-			return log_error_errno(errno, "Failed to chmod %s: %m", u.path);
+		if (u.kind == EB_URI_UNIX && chmod(u.path, 0660) < 0) {
+			log_error_errno(errno, "Failed to chmod %s: %m", u.path);
+			return 1;
+		}
 		log_info("Listening on %s", arg_listen[i]);
 	}
 	return 0;
@@ -241,8 +251,8 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	r = listen_all(&ls);
-	if (r < 0) {
-		ret = r == -EINVAL ? 2 : 1;
+	if (r != 0) {
+		ret = r;
 		goto out;
 	}
 	so.max_clients = (unsigned)arg_max_clients;

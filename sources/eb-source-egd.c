@@ -94,24 +94,63 @@ static int write_exact(int fd, const uint8_t *buf, size_t len)
 	return 0;
 }
 
-/* ADDRESS: /PATH or unix:/PATH, or HOST:PORT or tcp://HOST:PORT ([V6]:PORT for IPv6). */
-static int egd_connect(const char *address, int *ret_fd)
+/* An EGD server's address: a unix socket's path, or a TCP host and port. */
+struct egd_addr {
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* empty for TCP */
+	char host[256];
+	char port[16];
+};
+
+/* ADDRESS: /PATH or unix:/PATH, or HOST:PORT or tcp://HOST:PORT ([V6]:PORT for IPv6). Parsed
+ * apart from connecting, so that a malformed address is told from a failed connect(). */
+static int egd_parse(const char *address, struct egd_addr *ret)
 {
-	_cleanup_close_ int fd = -EBADF;
+	struct egd_addr a = {};
 	const char *path = NULL;
-	int r;
+	char *port;
 
 	if (address[0] == '/')
 		path = address;
 	else if (strncmp(address, "unix:", 5) == 0)
 		path = address + 5;
-
 	if (path) {
+		if (path[0] != '/' || strlen(path) >= sizeof(a.path))
+			return -EINVAL;
+		memcpy(a.path, path, strlen(path) + 1);
+		*ret = a;
+		return 0;
+	}
+	if (strncmp(address, "tcp://", 6) == 0)
+		address += 6;
+	if (strlen(address) >= sizeof(a.host))
+		return -EINVAL;
+	memcpy(a.host, address, strlen(address) + 1);
+	port = strrchr(a.host, ':');
+	if (!port || port == a.host || !port[1] || strlen(port + 1) >= sizeof(a.port))
+		return -EINVAL;
+	*port++ = '\0';
+	memcpy(a.port, port, strlen(port) + 1);
+	if (a.host[0] == '[') {
+		size_t n = strlen(a.host);
+
+		if (n < 3 || a.host[n - 1] != ']')
+			return -EINVAL;
+		a.host[n - 1] = '\0';
+		memmove(a.host, a.host + 1, n - 1);
+	}
+	*ret = a;
+	return 0;
+}
+
+static int egd_connect(const struct egd_addr *a, int *ret_fd)
+{
+	_cleanup_close_ int fd = -EBADF;
+	int r;
+
+	if (a->path[0]) {
 		struct sockaddr_un sa = {.sun_family = AF_UNIX};
 
-		if (path[0] != '/' || strlen(path) >= sizeof(sa.sun_path))
-			return -EINVAL;
-		memcpy(sa.sun_path, path, strlen(path));
+		memcpy(sa.sun_path, a->path, strlen(a->path));
 		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			return negative_errno();
@@ -119,28 +158,8 @@ static int egd_connect(const char *address, int *ret_fd)
 			return negative_errno();
 	} else {
 		struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
-		char host[256], *port;
-		const char *a = address;
 
-		if (strncmp(a, "tcp://", 6) == 0)
-			a += 6;
-		if (strlen(a) >= sizeof(host))
-			return -EINVAL;
-		strncpy(host, a, sizeof(host) - 1);
-		host[sizeof(host) - 1] = '\0';
-		port = strrchr(host, ':');
-		if (!port || port == host || !port[1])
-			return -EINVAL;
-		*port++ = '\0';
-		if (host[0] == '[') {
-			size_t n = strlen(host);
-
-			if (n < 3 || host[n - 1] != ']')
-				return -EINVAL;
-			host[n - 1] = '\0';
-			memmove(host, host + 1, n - 1);
-		}
-		r = getaddrinfo(host, port, &hints, &ai);
+		r = getaddrinfo(a->host, a->port, &hints, &ai);
 		if (r != 0)
 			return r == EAI_SYSTEM ? negative_errno() : -EHOSTUNREACH;
 		r = -EHOSTUNREACH;
@@ -274,6 +293,7 @@ int main(int argc, char *argv[])
 	_cleanup_close_ int fd = -EBADF;
 	struct egd e = {.fd = -EBADF, .backoff_ms = BACKOFF_MIN_MS};
 	char kind[EB_KIND_MAX + 1], name[256];
+	struct egd_addr addr;
 	struct eb_source_stats st;
 	uint32_t level;
 	int r;
@@ -293,12 +313,13 @@ int main(int argc, char *argv[])
 	p.name = name;
 	if (eb_cli_source_client_new(&o, &p, "byte", &client) < 0)
 		return 2;
-	r = egd_connect(e.address, &fd);
-	if (r == -EINVAL) {
+	r = egd_parse(e.address, &addr);
+	if (r < 0) {
 		log_error("Invalid EGD address \"%s\": expected /PATH, unix:/PATH or HOST:PORT",
 		          e.address);
 		return 2;
 	}
+	r = egd_connect(&addr, &fd);
 	if (r < 0) {
 		log_error_errno(r, "Failed to connect to EGD server %s: %m", e.address);
 		return 1;
