@@ -454,49 +454,41 @@ static int serve(int fd, struct eb_client *c)
 	return 0;
 }
 
+enum { ARG_TIMEOUT = EB_CLI_ARG_FIRST_PRIVATE };
+
+static int option(int c, const char *arg, void *userdata)
+{
+	(void)userdata;
+	if (c == ARG_TIMEOUT)
+		return eb_cli_option_uint("timeout", arg, TIMEOUT_MAX, "seconds", &arg_timeout_s);
+	return -2;
+}
+
+static const struct option options[] = {
+    EB_CLI_CLIENT_OPTIONS,
+    {"timeout", required_argument, NULL, ARG_TIMEOUT},
+    {},
+};
+
+static const struct eb_cli_program program = {
+    .name = "eb-metrics",
+    .help = help,
+    .options = options,
+    .option = option,
+    .no_arguments = true,
+};
+
 int main(int argc, char *argv[])
 {
-	enum { ARG_TIMEOUT = EB_CLI_ARG_FIRST_PRIVATE };
-	static const struct option options[] = {
-	    EB_CLI_CLIENT_OPTIONS,
-	    {"timeout", required_argument, NULL, ARG_TIMEOUT},
-	    {},
-	};
 	struct eb_client_options o = {.roles = EB_ROLE_ADMIN, .kind = "eb-metrics"};
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
 	_cleanup_close_ int fd = -EBADF;
-	unsigned long v;
-	char *end;
-	int c, n, r;
+	int n, r;
 
 	log_setup(argv[0]);
-	while ((c = getopt_long(argc, argv, EB_CLI_CLIENT_SHORTOPTS, options, NULL)) >= 0) {
-		r = eb_cli_client_option(c, optarg, &o, "eb-metrics", help);
-		if (r == -1)
-			return 0;
-		if (r == -2)
-			return 2;
-		if (r == 1)
-			continue;
-		if (c != ARG_TIMEOUT)
-			return 2;
-		errno = 0;
-		v = strtoul(optarg, &end, 10);
-		if (errno != 0 || end == optarg || *end || v == 0 || v > TIMEOUT_MAX) {
-			log_error("Invalid --timeout \"%s\": expected seconds 1..%u", optarg,
-			          TIMEOUT_MAX);
-			return 2;
-		}
-		arg_timeout_s = (unsigned)v;
-	}
-	if (optind < argc) {
-		log_error("Unexpected argument \"%s\"; see --help", argv[optind]);
-		return 2;
-	}
-	if (eb_cli_client_env(&o) < 0) {
-		log_error("Too many brokers in $EB_BROKER");
-		return 2;
-	}
+	r = eb_cli_parse(argc, argv, &program, &o, NULL);
+	if (r != EB_CLI_CONTINUE)
+		return r;
 	if (o.n_brokers == 0)
 		o.brokers[o.n_brokers++] = "unix:/run/entropy-broker/broker.sock";
 	o.timeout_ms = (int)arg_timeout_s * 1000;
