@@ -15,12 +15,14 @@
 #include <systemd/sd-event.h>
 
 #include "broker-internal.h"
+#include "chain.h"
 #include "listen.h"
 #include "log.h"
 #include "pool.h"
 #include "seedfile.h"
 #include "session.h"
 #include "tls.h"
+#include "upstream.h"
 
 /* Journal message IDs; catalog/entropy-broker.catalog explains each. */
 #define MSGID_STATUS "d13ada50fb8f442fa4b17753c4d07182"
@@ -215,6 +217,7 @@ void broker_update_zone(struct broker *b)
 		log_zone(b);
 	}
 	broker_mark_status(b);
+	upstream_level_changed(b);
 }
 
 void broker_mark_status(struct broker *b)
@@ -378,6 +381,7 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 	b->config_path = config_path;
 	broker_raise_nofile(conf);
 	b->zone = b->zone_logged = _POOL_ZONE_INVALID;
+	b->chain_refused_user = -1;
 	for (int k = 0; k < _PEER_LOG_MAX; k++)
 		b->peer_log[k] = EB_RATELIMIT_INIT(PEER_LOG_INTERVAL_USEC, PEER_LOG_BURST);
 	b->quotas = calloc(MAX(conf->n_users, 1u), sizeof(*b->quotas));
@@ -454,6 +458,13 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 		return log_error_errno(r, "Failed to set up timers: %m");
 
 	load_seed(b);
+	r = chain_init(b);
+	if (r < 0)
+		return log_error_errno(r, "Failed to draw a broker id: %m");
+	/* Last: its thread inherits the signal mask set above. */
+	r = upstream_new(b, &b->upstream);
+	if (r < 0)
+		return r;
 	*ret = TAKE_PTR(b);
 	return 0;
 }
@@ -462,6 +473,7 @@ struct broker *broker_free(struct broker *b)
 {
 	if (!b)
 		return NULL;
+	b->upstream = upstream_free(b->upstream);
 	while (!eb_list_is_empty(&b->sessions))
 		session_free(eb_list_first(&b->sessions, struct session, node));
 	listeners_free(b);

@@ -19,6 +19,7 @@
 struct ssl_ctx_st;
 struct eb_pool;
 struct session;
+struct upstream;
 
 /* Where the pool level stands, for SLEEP/WAKE and for the journal. */
 enum pool_zone {
@@ -87,6 +88,14 @@ struct broker {
 	uint64_t start_usec;
 	bool status_dirty;
 	bool stopping;
+
+	/* Chaining (chain.c, upstream.c): this run's id, carried in HELLO upstream; the last
+	 * refusal of a cycle logged, so that a downstream's retries do not repeat it; and the
+	 * upstream this broker draws from, if any. */
+	uint64_t chain_id;
+	int chain_refused_user;
+	uint64_t chain_refused_first;
+	struct upstream *upstream;
 
 	sd_event_source *status_timer, *notify_timer, *seed_timer;
 	uint8_t *scratch; /* EB_DATA_MAX bytes of output on its way into a frame; wiped after */

@@ -10,12 +10,14 @@
 #include <systemd/sd-event.h>
 
 #include "broker.h"
+#include "chain.h"
 #include "conn.h"
 #include "log.h"
 #include "macro.h"
 #include "report.h"
 #include "session-internal.h"
 #include "session.h"
+#include "upstream.h"
 
 static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 {
@@ -36,6 +38,8 @@ static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 		         eb_roles_to_string(u->roles, have, sizeof(have)));
 		return session_refuse(s, EB_ERR_FORBIDDEN, "role not allowed for this user");
 	}
+	if (h->n_chain > 0 && chain_accept(s, h) < 0)
+		return;
 	s->roles = h->roles;
 	if (s->roles & EB_ROLE_SOURCE)
 		eb_conn_set_bulk(s->conn);
@@ -44,6 +48,9 @@ static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 	s->claim_mbits_per_byte = h->claim_mbits_per_byte;
 	admin_seen(s);
 	session_set_state(s, SESSION_READY);
+	if (s->n_chain > 0)
+		/* What this broker draws for upstream just grew: its own upstream hears now. */
+		upstream_path_changed(s->broker);
 	(void)sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
 
 	m.welcome.version = EB_PROTO_VERSION;

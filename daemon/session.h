@@ -58,6 +58,9 @@ struct session {
 	int user;             /* index into conf->users, -1 before it is known */
 	unsigned roles;       /* granted at HELLO */
 	char kind[EB_KIND_MAX + 1];
+	/* A broker drawing from this one: the ids its HELLO carried (chain.c). */
+	uint8_t n_chain;
+	uint64_t chain[EB_CHAIN_MAX];
 
 	/* Bytes outside [start, end) are always wiped (consumed frames, sent bytes, what a
 	 * compaction vacated), so an empty buffer is freed as it is. cap: its allocated size. */

@@ -26,6 +26,8 @@ struct eb_client {
 	char kind[EB_KIND_MAX + 1];
 	unsigned roles;
 	uint32_t claim;
+	uint8_t n_chain; /* a chained broker's ids for HELLO (eb_client_set_chain()) */
+	uint64_t chain[EB_CHAIN_MAX];
 	int timeout_ms;
 	unsigned put_window;
 
@@ -330,6 +332,8 @@ static int connect_one(struct eb_client *c, unsigned i)
 	m.hello.roles = (uint8_t)c->roles;
 	m.hello.claim_mbits_per_byte = c->claim;
 	snprintf(m.hello.kind, sizeof(m.hello.kind), "%s", c->kind);
+	m.hello.n_chain = c->n_chain;
+	memcpy(m.hello.chain, c->chain, c->n_chain * sizeof(*c->chain));
 	/* The handshake first, on its own: a broker at one of its limits closes a connection it
 	 * will not take before it answers the ClientHello, while a refused user or key gets a TLS
 	 * alert. The first is worth another try later, the second is not. */
@@ -553,6 +557,16 @@ int eb_client_receive(struct eb_client *c, void *buf, size_t size, size_t *ret_l
 		return m.type == EB_MSG_EMPTY ? -EAGAIN : -EDQUOT;
 	}
 	return fail(c, -EPROTO, "the broker answered a GET with something else");
+}
+
+int eb_client_set_chain(struct eb_client *c, const uint64_t *ids, unsigned n)
+{
+	if (n > EB_CHAIN_MAX)
+		return -E2BIG;
+	c->n_chain = (uint8_t)n;
+	if (n > 0)
+		memcpy(c->chain, ids, n * sizeof(*ids));
+	return 0;
 }
 
 int eb_client_status(struct eb_client *c, struct eb_msg_status *ret)

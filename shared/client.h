@@ -68,6 +68,10 @@ int eb_client_status(struct eb_client *c, struct eb_msg_status *ret);
  * the client's buffer and is valid until the next call. */
 int eb_client_report(struct eb_client *c, uint8_t table, uint64_t after, struct eb_msg_report *ret);
 
+/* For a broker drawing from an upstream broker: the broker ids its HELLO carries from the next
+ * connect on (its own first; docs/protocol.md). -E2BIG beyond EB_CHAIN_MAX. */
+int eb_client_set_chain(struct eb_client *c, const uint64_t *ids, unsigned n);
+
 /* Totals since eb_client_new(). */
 uint64_t eb_client_bits_credited(const struct eb_client *c);
 /* The broker in use (or last tried), and the last error the broker or transport reported. */

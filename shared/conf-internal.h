@@ -14,6 +14,7 @@ enum conf_section {
 	CONF_SECTION_NONE,
 	CONF_SECTION_BROKER,
 	CONF_SECTION_USER,
+	CONF_SECTION_UPSTREAM,
 };
 
 struct conf_ctx;
@@ -23,8 +24,9 @@ struct conf_item {
 	enum conf_section section;
 	const char *key;
 	conf_parse_fn parse;
-	size_t offset;   /* into struct eb_conf for [broker], struct eb_user for [user] */
-	bool repeatable; /* listen= may be given several times; everything else once */
+	size_t offset;   /* into struct eb_conf for [broker], struct eb_user for [user],
+	                  * struct eb_conf_upstream for [upstream] */
+	bool repeatable; /* listen= and broker= may be given several times; the rest once */
 	const char *expected;
 };
 
@@ -36,10 +38,12 @@ struct conf_ctx {
 	struct eb_ini ini;
 	struct eb_conf *conf;
 	enum conf_section section;
-	unsigned user;                    /* index of the current [user] in conf->users */
-	struct eb_ini_place *user_places; /* each user's section header, for later errors */
-	unsigned broker_line;             /* the current file's [broker], 0 before it */
-	uint64_t seen;                    /* bit i: item i was set in the current section */
+	unsigned user;                      /* index of the current [user] in conf->users */
+	struct eb_ini_place *user_places;   /* each user's section header, for later errors */
+	unsigned broker_line;               /* the current file's [broker], 0 before it */
+	unsigned upstream_line;             /* the current file's [upstream], 0 before it */
+	struct eb_ini_place upstream_place; /* the [upstream] in force, for later errors */
+	uint64_t seen;                      /* bit i: item i was set in the current section */
 	struct eb_ini_place item_place[CONF_ITEMS_MAX]; /* where each item was set last */
 	const char *reason; /* a parser's own explanation, instead of the item's "expected" */
 };
@@ -49,3 +53,5 @@ const struct conf_item *conf_find_item(enum conf_section s, const char *key, siz
 
 /* Empties the listen= list, which a later file's list replaces whole. */
 void conf_listen_clear(struct eb_conf *conf);
+/* Empties [upstream], which a later file's section replaces whole. */
+void conf_upstream_clear(struct eb_conf_upstream *u);

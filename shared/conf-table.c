@@ -29,6 +29,9 @@ static int parse_uid(struct conf_ctx *c, const char *value, void *field);
 static int parse_gid(struct conf_ctx *c, const char *value, void *field);
 static int parse_credit(struct conf_ctx *c, const char *value, void *field);
 static int parse_quota(struct conf_ctx *c, const char *value, void *field);
+static int parse_upstream_broker(struct conf_ctx *c, const char *value, void *field);
+static int parse_user_name(struct conf_ctx *c, const char *value, void *field);
+static int parse_draw_bits(struct conf_ctx *c, const char *value, void *field);
 
 /* Every key the file may hold. A key not here is an error, so that a typo cannot silently leave
  * a default (say, an unlimited quota) in place. */
@@ -75,9 +78,22 @@ static const struct conf_item items[] = {
      offsetof(struct eb_user, quota_bits_per_hour), false, "a number of bits, 0 for no quota"},
     {CONF_SECTION_USER, "max-sessions", parse_max_sessions, offsetof(struct eb_user, max_sessions),
      false, "a number 1..65536"},
+    {CONF_SECTION_UPSTREAM, "broker", parse_upstream_broker,
+     offsetof(struct eb_conf_upstream, brokers), true,
+     "tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH, vsock://CID[:PORT] or virtio:NAME"},
+    {CONF_SECTION_UPSTREAM, "user", parse_user_name, offsetof(struct eb_conf_upstream, user), false,
+     "a user name of 1..64 letters, digits, \".\", \"_\" or \"-\""},
+    {CONF_SECTION_UPSTREAM, "key-file", parse_key_file, offsetof(struct eb_conf_upstream, key_file),
+     false, "an absolute path"},
+    {CONF_SECTION_UPSTREAM, "low-water-percent", parse_percent,
+     offsetof(struct eb_conf_upstream, low_water_pct), false, "a number 0..100"},
+    {CONF_SECTION_UPSTREAM, "draw-bits", parse_draw_bits,
+     offsetof(struct eb_conf_upstream, draw_bits), false,
+     "a number of bits 512..2147483648, multiple of 512"},
 };
 
 _Static_assert(EB_CONF_LISTEN_MAX == 16, "parse_listen() names the limit");
+_Static_assert(EB_CONF_UPSTREAM_MAX == 16, "parse_upstream_broker() names the limit");
 _Static_assert(ELEMENTSOF(items) <= 64, "ctx.seen has a bit per item");
 _Static_assert(ELEMENTSOF(items) <= CONF_ITEMS_MAX, "item_place too small");
 
@@ -238,6 +254,71 @@ static int parse_listen(struct conf_ctx *c, const char *value, void *field)
 		return -ENOMEM;
 	c->conf->n_listen++;
 	return 0;
+}
+
+static int parse_upstream_broker(struct conf_ctx *c, const char *value, void *field)
+{
+	struct eb_conf_upstream *u = &c->conf->upstream;
+	char **brokers = field;
+	struct eb_uri uri;
+	int r;
+
+	r = eb_uri_parse(value, &uri);
+	if (r < 0)
+		return r;
+	for (unsigned i = 0; i < u->n_brokers; i++)
+		if (strcmp(brokers[i], value) == 0) {
+			c->reason = "this broker is already listed";
+			return -EEXIST;
+		}
+	if (u->n_brokers >= EB_CONF_UPSTREAM_MAX) {
+		c->reason = "too many upstream brokers (at most 16)";
+		return -E2BIG;
+	}
+	brokers[u->n_brokers] = strdup(value);
+	if (!brokers[u->n_brokers])
+		return -ENOMEM;
+	u->n_brokers++;
+	return 0;
+}
+
+/* What eb-brokerd accepts as [user NAME], so that a typo here is not found at the upstream. */
+static int parse_user_name(struct conf_ctx *c, const char *value, void *field)
+{
+	size_t n = strlen(value);
+
+	(void)c;
+	if (n == 0 || n > 64 ||
+	    strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	                  "0123456789._-") != n ||
+	    strchr("._-", value[0]))
+		return -EINVAL;
+	return set_string(value, field);
+}
+
+static int parse_draw_bits(struct conf_ctx *c, const char *value, void *field)
+{
+	uint64_t v;
+	int r;
+
+	(void)c;
+	r = parse_u64(value, 512, UINT64_C(1) << 31, &v);
+	if (r < 0)
+		return r;
+	/* The pool takes whole 512-bit blocks. */
+	if (v % 512 != 0)
+		return -EINVAL;
+	*(uint64_t *)field = v;
+	return 0;
+}
+
+void conf_upstream_clear(struct eb_conf_upstream *u)
+{
+	for (unsigned i = 0; i < u->n_brokers; i++)
+		free(u->brokers[i]);
+	free(u->user);
+	free(u->key_file);
+	*u = (struct eb_conf_upstream){};
 }
 
 /* A number is an id; anything else is looked up as a name, through NSS as the system would. */

@@ -31,6 +31,8 @@
 #define DEFAULT_USER_SESSIONS  128
 #define DEFAULT_MAX_CREDIT     8
 #define USER_NAME_MAX          64
+#define DEFAULT_UPSTREAM_LOW   50
+#define DEFAULT_UPSTREAM_DRAW  UINT64_C(65536)
 
 static bool user_name_valid(const char *s, size_t n)
 {
@@ -113,6 +115,7 @@ static void begin_file(struct eb_ini *ini, void *userdata)
 
 	(void)ini;
 	c->broker_line = 0;
+	c->upstream_line = 0;
 	c->section = CONF_SECTION_NONE;
 	c->seen = 0;
 }
@@ -132,6 +135,24 @@ static int begin_section(struct eb_ini *ini, const char *p, size_t n, void *user
 			                    c->broker_line);
 		c->section = CONF_SECTION_BROKER;
 		c->broker_line = ini->line;
+		return 0;
+	}
+
+	/* A later file's [upstream] replaces an earlier one whole, as a [user] does. */
+	if (n == 8 && strncmp(p, "upstream", 8) == 0) {
+		if (c->upstream_line > 0)
+			return eb_ini_error(
+			    ini, "duplicate section [upstream], first defined on line %u",
+			    c->upstream_line);
+		conf_upstream_clear(&c->conf->upstream);
+		c->conf->upstream = (struct eb_conf_upstream){
+		    .set = true,
+		    .low_water_pct = DEFAULT_UPSTREAM_LOW,
+		    .draw_bits = DEFAULT_UPSTREAM_DRAW,
+		};
+		c->section = CONF_SECTION_UPSTREAM;
+		c->upstream_line = ini->line;
+		c->upstream_place = eb_ini_here(ini);
 		return 0;
 	}
 
@@ -155,8 +176,9 @@ static int begin_section(struct eb_ini *ini, const char *p, size_t n, void *user
 		_cleanup_free_ char *copy = strndup(p, n);
 		if (!copy)
 			return -ENOMEM;
-		return eb_ini_error(ini, "unknown section [%s]: expected [broker] or [user NAME]",
-		                    eb_ini_quote(copy, q, sizeof(q)));
+		return eb_ini_error(
+		    ini, "unknown section [%s]: expected [broker], [upstream] or [user NAME]",
+		    eb_ini_quote(copy, q, sizeof(q)));
 	}
 }
 
@@ -173,7 +195,9 @@ static int set_key(struct eb_ini *ini, const char *name, const char *value, void
 	if (!it)
 		return eb_ini_error(ini, "unknown key \"%s\" in %s",
 		                    eb_ini_quote(name, k, sizeof(k)),
-		                    c->section == CONF_SECTION_BROKER ? "[broker]" : "[user NAME]");
+		                    c->section == CONF_SECTION_BROKER     ? "[broker]"
+		                    : c->section == CONF_SECTION_UPSTREAM ? "[upstream]"
+		                                                          : "[user NAME]");
 	if (!it->repeatable && (c->seen & (UINT64_C(1) << i)))
 		return eb_ini_error(ini, "duplicate key %s, first set on line %u", it->key,
 		                    c->item_place[i].line);
@@ -181,8 +205,9 @@ static int set_key(struct eb_ini *ini, const char *name, const char *value, void
 	if (it->repeatable && !(c->seen & (UINT64_C(1) << i)) && c->section == CONF_SECTION_BROKER)
 		conf_listen_clear(c->conf);
 
-	base =
-	    c->section == CONF_SECTION_BROKER ? (void *)c->conf : (void *)&c->conf->users[c->user];
+	base = c->section == CONF_SECTION_BROKER     ? (void *)c->conf
+	       : c->section == CONF_SECTION_UPSTREAM ? (void *)&c->conf->upstream
+	                                             : (void *)&c->conf->users[c->user];
 	c->reason = NULL;
 	r = it->parse(c, value, (uint8_t *)base + it->offset);
 	if (r == -ENOMEM)
@@ -267,6 +292,11 @@ static int validate(struct conf_ctx *c)
 		    conf->low_water_pct, conf->high_water_pct);
 	}
 
+	if (conf->upstream.set && conf->upstream.n_brokers == 0)
+		return eb_ini_error_at(
+		    &c->ini, c->upstream_place,
+		    "[upstream] has no broker=: expected the address of at least one broker to draw from");
+
 	for (unsigned i = 0; i < conf->n_users; i++) {
 		const struct eb_user *u = &conf->users[i];
 
@@ -341,6 +371,7 @@ struct eb_conf *eb_conf_free(struct eb_conf *conf)
 		user_clear(&conf->users[i]);
 	free(conf->users);
 	conf_listen_clear(conf);
+	conf_upstream_clear(&conf->upstream);
 	free(conf->seed_file);
 	free(conf->path);
 	free(conf);

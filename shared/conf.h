@@ -11,6 +11,7 @@
 #define EB_CONF_DEFAULT_PATH "/etc/entropy-broker/eb-brokerd.conf"
 #define EB_CONF_USERS_MAX    4096
 #define EB_CONF_LISTEN_MAX   16
+#define EB_CONF_UPSTREAM_MAX 16
 
 struct eb_user {
 	char *name;
@@ -24,6 +25,17 @@ struct eb_user {
 	unsigned max_credit_per_byte; /* 0..8; a source's claims are capped at this (default 8) */
 	uint64_t quota_bits_per_hour; /* 0: no quota; full-entropy bits a sink may draw per hour */
 	unsigned max_sessions;        /* default 256: authenticated sessions at once */
+};
+
+/* [upstream]: this broker draws from other brokers as a sink when its level is low. */
+struct eb_conf_upstream {
+	bool set;                            /* the section is there */
+	char *brokers[EB_CONF_UPSTREAM_MAX]; /* broker=, tried in order with failover */
+	unsigned n_brokers;
+	char *user;             /* user= at the upstream; over unix: none is needed */
+	char *key_file;         /* key-file=; NULL: the credential eb.key */
+	unsigned low_water_pct; /* default 50: draw when the level is below this */
+	uint64_t draw_bits;     /* default 65536: what one refill asks for */
 };
 
 struct eb_conf {
@@ -46,6 +58,7 @@ struct eb_conf {
 	unsigned n_listen;
 	struct eb_user *users;
 	unsigned n_users;
+	struct eb_conf_upstream upstream;
 };
 
 /* Parses path. Unknown sections or keys, bad values and duplicate users are errors; the message

@@ -261,6 +261,54 @@ static void test_example(void **state)
 	assert_string_equal(u->name, "vm1");
 }
 
+/* [upstream]: the brokers, the user and key, when and how much; each key checked, the section
+ * replaced whole by a later file. */
+static void test_upstream(void **state)
+{
+	_cleanup_(eb_conf_freep) struct eb_conf *conf = NULL;
+
+	(void)state;
+	conf = load_ok("[upstream]\nbroker = tcp://up1.example\nbroker = unix:/run/up.sock\n"
+	               "user = edge-1\nkey-file = /etc/entropy-broker/up.key\n"
+	               "low-water-percent = 30\ndraw-bits = 131072\n");
+	assert_true(conf->upstream.set);
+	assert_int_equal(conf->upstream.n_brokers, 2);
+	assert_string_equal(conf->upstream.brokers[0], "tcp://up1.example");
+	assert_string_equal(conf->upstream.brokers[1], "unix:/run/up.sock");
+	assert_string_equal(conf->upstream.user, "edge-1");
+	assert_string_equal(conf->upstream.key_file, "/etc/entropy-broker/up.key");
+	assert_int_equal(conf->upstream.low_water_pct, 30);
+	assert_int_equal(conf->upstream.draw_bits, 131072);
+	conf = eb_conf_free(conf);
+
+	conf = load_ok("[upstream]\nbroker = unix:/run/up.sock\n");
+	assert_int_equal(conf->upstream.low_water_pct, 50);
+	assert_int_equal(conf->upstream.draw_bits, 65536);
+	assert_null(conf->upstream.user);
+	conf = eb_conf_free(conf);
+	conf = load_ok("[broker]\n");
+	assert_false(conf->upstream.set);
+
+	expect_error(
+	    "[upstream]\nuser = a\n", 1,
+	    "[upstream] has no broker=: expected the address of at least one broker to draw from");
+	expect_error(
+	    "[upstream]\nbroker = bogus://x\n", 2,
+	    "invalid value \"bogus://x\" for broker: expected tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH, vsock://CID[:PORT] or virtio:NAME");
+	expect_error("[upstream]\nbroker = unix:/a\nbroker = unix:/a\n", 3,
+	             "invalid value \"unix:/a\" for broker: this broker is already listed");
+	expect_error(
+	    "[upstream]\nbroker = unix:/a\ndraw-bits = 1000\n", 3,
+	    "invalid value \"1000\" for draw-bits: expected a number of bits 512..2147483648, multiple of 512");
+	expect_error(
+	    "[upstream]\nbroker = unix:/a\nuser = -x\n", 3,
+	    "invalid value \"-x\" for user: expected a user name of 1..64 letters, digits, \".\", \"_\" or \"-\"");
+	expect_error("[upstream]\nbroker = unix:/a\nrole = sink\n", 3,
+	             "unknown key \"role\" in [upstream]");
+	expect_error("[upstream]\nbroker = unix:/a\n[upstream]\n", 3,
+	             "duplicate section [upstream], first defined on line 1");
+}
+
 static void test_errors_structure(void **state)
 {
 	struct eb_conf *conf = NULL;
@@ -273,11 +321,13 @@ static void test_errors_structure(void **state)
 	expect_error("[user a]\nrole = sink\nunix-uid = 1\ncapacity-bits = 4096\n", 4,
 	             "unknown key \"capacity-bits\" in [user NAME]");
 	expect_error("[broker]\n[brokers]\n", 2,
-	             "unknown section [brokers]: expected [broker] or [user NAME]");
+	             "unknown section [brokers]: expected [broker], [upstream] or [user NAME]");
 	expect_error("[users a]\n", 1,
-	             "unknown section [users a]: expected [broker] or [user NAME]");
-	expect_error("[user]\n", 1, "unknown section [user]: expected [broker] or [user NAME]");
-	expect_error("[Broker]\n", 1, "unknown section [Broker]: expected [broker] or [user NAME]");
+	             "unknown section [users a]: expected [broker], [upstream] or [user NAME]");
+	expect_error("[user]\n", 1,
+	             "unknown section [user]: expected [broker], [upstream] or [user NAME]");
+	expect_error("[Broker]\n", 1,
+	             "unknown section [Broker]: expected [broker], [upstream] or [user NAME]");
 	expect_error("capacity-bits = 4096\n[broker]\n", 1,
 	             "key \"capacity-bits\" outside any section");
 	expect_error("[broker]\n\n\njunk\n", 4,
@@ -717,12 +767,19 @@ static void test_keys(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_defaults),          cmocka_unit_test(test_full),
-	    cmocka_unit_test(test_example),           cmocka_unit_test(test_errors_structure),
-	    cmocka_unit_test(test_errors_values),     cmocka_unit_test(test_nul_byte),
-	    cmocka_unit_test(test_errors_validation), cmocka_unit_test(test_dropin_order),
-	    cmocka_unit_test(test_dropin_override),   cmocka_unit_test(test_dropin_errors),
-	    cmocka_unit_test(test_unix_peer),         cmocka_unit_test(test_keys),
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_full),
+	    cmocka_unit_test(test_upstream),
+	    cmocka_unit_test(test_example),
+	    cmocka_unit_test(test_errors_structure),
+	    cmocka_unit_test(test_errors_values),
+	    cmocka_unit_test(test_nul_byte),
+	    cmocka_unit_test(test_errors_validation),
+	    cmocka_unit_test(test_dropin_order),
+	    cmocka_unit_test(test_dropin_override),
+	    cmocka_unit_test(test_dropin_errors),
+	    cmocka_unit_test(test_unix_peer),
+	    cmocka_unit_test(test_keys),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

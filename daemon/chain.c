@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/* Loop protection for chained brokers: ids carried upwards in HELLO, checked by each upstream. */
+#include "chain.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "broker.h"
+#include "log.h"
+#include "session-internal.h"
+#include "session.h"
+
+int chain_init(struct broker *b)
+{
+	char id[17];
+
+	/* 64 random bits: two brokers of one site share an id with probability about n^2 / 2^65,
+	 * and the worst a clash does is refuse a chain that was not a cycle. */
+	if (getrandom(&b->chain_id, sizeof(b->chain_id), 0) != sizeof(b->chain_id))
+		return -errno;
+	log_info("Broker id %s (carried in HELLO when drawing from an upstream broker)",
+	         chain_id_to_string(b->chain_id, id));
+	return 0;
+}
+
+const char *chain_id_to_string(uint64_t id, char buf[static 17])
+{
+	snprintf(buf, 17, "%016" PRIx64, id);
+	return buf;
+}
+
+static bool contains(const uint64_t *ids, unsigned n, uint64_t id)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
+int chain_path(const struct broker *b, uint64_t ret[EB_CHAIN_MAX])
+{
+	const struct session *s;
+	unsigned n = 0;
+
+	ret[n++] = b->chain_id;
+	eb_list_foreach(s, &b->sessions, node) {
+		if (s->state != SESSION_READY)
+			continue;
+		for (unsigned i = 0; i < s->n_chain; i++) {
+			if (contains(ret, n, s->chain[i]))
+				continue;
+			if (n == EB_CHAIN_MAX)
+				return -E2BIG;
+			ret[n++] = s->chain[i];
+		}
+	}
+	return (int)n;
+}
+
+static void format_chain(const struct eb_msg_hello *h, char *buf, size_t size)
+{
+	size_t k = 0;
+
+	buf[0] = '\0';
+	for (unsigned i = 0; i < h->n_chain && k < size; i++) {
+		char id[17];
+		int w = snprintf(buf + k, size - k, "%s%s", i ? " " : "",
+		                 chain_id_to_string(h->chain[i], id));
+
+		if (w < 0)
+			break;
+		k += (size_t)w;
+	}
+}
+
+int chain_accept(struct session *s, const struct eb_msg_hello *h)
+{
+	struct broker *b = s->broker;
+	const struct eb_user *u = session_user(s);
+	char id[17], ids[EB_CHAIN_MAX * 17 + 1];
+
+	if (!contains(h->chain, h->n_chain, b->chain_id)) {
+		s->n_chain = h->n_chain;
+		memcpy(s->chain, h->chain, sizeof(s->chain));
+		if (b->chain_refused_user == s->user)
+			b->chain_refused_user = -1;
+		return 0;
+	}
+
+	/* A downstream retries with back-off while the cycle stands: one line says it, the
+	 * retries are debug. */
+	format_chain(h, ids, sizeof(ids));
+	if (b->chain_refused_user != s->user || b->chain_refused_first != h->chain[0]) {
+		log_warning(
+		    "Refusing %s (user %s): its chain of brokers (%s) contains this broker "
+		    "(%s); serving it would make this broker draw from itself through a cycle",
+		    s->peer, u->name, ids, chain_id_to_string(b->chain_id, id));
+		b->chain_refused_user = s->user;
+		b->chain_refused_first = h->chain[0];
+	} else
+		log_debug("Refusing %s (user %s) again: chain %s has a cycle", s->peer, u->name,
+		          ids);
+	session_refuse(s, EB_ERR_FORBIDDEN,
+	               "cycle: the brokers drawing through you include this one");
+	return -ELOOP;
+}

@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: MIT */
+/* The event loop's side of [upstream]: when to draw, and crediting what the thread hands over. */
+#include "upstream.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <systemd/sd-event.h>
+
+#include "broker.h"
+#include "chain.h"
+#include "client.h"
+#include "log.h"
+#include "macro.h"
+#include "pool.h"
+#include "upstream-internal.h"
+
+/* The client's own timeout per step: how long a stop may wait for the thread, at worst about
+ * this plus the 1 s a GET's answer is allowed on top. */
+#define UPSTREAM_TIMEOUT_MS 3000
+/* Records taken per wake-up, so that a fast upstream cannot starve the rest of the loop. */
+#define NOTES_PER_WAKEUP 16
+
+struct upstream {
+	struct broker *b;
+	struct up_thread t;
+	bool started; /* the thread was created: join it */
+	bool running; /* and has not ended on its own */
+	int fd;       /* the loop's end */
+	sd_event_source *io;
+	bool drawing;  /* a DRAW is out and not yet DONE */
+	bool too_deep; /* logged that the chain is over EB_CHAIN_MAX */
+	uint64_t chain[EB_CHAIN_MAX];
+	int n_chain; /* what the thread was told last */
+	uint64_t bits_in;
+	char last_broker[EB_TEXT_MAX + 64], last_failure[EB_TEXT_MAX + 64];
+	uint8_t *buf; /* one record */
+};
+
+/* Tells the thread to draw bits more (0: nothing more), with the chain as it stands now. */
+static void send_cmd(struct upstream *u, uint64_t bits)
+{
+	struct up_cmd cmd = {.type = UP_CMD_DRAW, .bits = bits};
+	int n = chain_path(u->b, cmd.chain);
+
+	if (n < 0) {
+		/* Ids that do not fit cannot be vouched for: a cycle among them would go unseen. */
+		if (!u->too_deep)
+			log_warning(
+			    "Not drawing from upstream: more than %u brokers draw through this one",
+			    EB_CHAIN_MAX);
+		u->too_deep = true;
+		return;
+	}
+	u->too_deep = false;
+	cmd.n_chain = (uint32_t)n;
+	if (send(u->fd, &cmd, sizeof(cmd), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+		log_debug_errno(errno, "Failed to ask the upstream thread, ignoring: %m");
+		return;
+	}
+	u->n_chain = n;
+	memcpy(u->chain, cmd.chain, sizeof(u->chain));
+	if (bits > 0)
+		u->drawing = true;
+}
+
+void upstream_level_changed(struct broker *b)
+{
+	struct upstream *u = b->upstream;
+	const struct eb_conf_upstream *c = &b->conf->upstream;
+	uint64_t level, capacity;
+
+	if (!u || !u->running || u->drawing || b->stopping)
+		return;
+	level = eb_pool_level(b->pool);
+	capacity = eb_pool_capacity(b->pool);
+	/* In percent of capacity, as [broker]'s thresholds are; no overflow: capacity <= 2^31. */
+	if (level * 100 >= capacity * c->low_water_pct)
+		return;
+	/* No more than the room below capacity: the pool would not credit the rest, and the
+	 * upstream would have spent it for nothing. */
+	send_cmd(u, MIN(c->draw_bits, (capacity - level) / 512 * 512));
+}
+
+void upstream_path_changed(struct broker *b)
+{
+	struct upstream *u = b->upstream;
+	uint64_t chain[EB_CHAIN_MAX];
+	int n;
+
+	if (!u || !u->running)
+		return;
+	n = chain_path(b, chain);
+	if (n == u->n_chain && memcmp(chain, u->chain, (size_t)n * sizeof(*chain)) == 0)
+		return;
+	send_cmd(u, 0);
+}
+
+uint64_t upstream_bits_in(const struct upstream *u)
+{
+	return u ? u->bits_in : 0;
+}
+
+static void take_data(struct upstream *u, const struct up_note *h, const uint8_t *data)
+{
+	uint64_t credited = 0;
+	int r;
+
+	/* Credit is what the upstream vouched for in its DATA, never more: broker_put() clamps
+	 * it to 8 bits a byte and to the room below capacity. */
+	r = broker_put(u->b, data, h->len, h->bits, &credited);
+	if (r < 0) {
+		log_error_errno(r, "Failed to add what the upstream sent to the pool: %m");
+		return;
+	}
+	u->bits_in += credited;
+	log_debug("Upstream: %" PRIu32 " bytes carrying %" PRIu32 " bits, %" PRIu64 " credited",
+	          h->len, h->bits, credited);
+}
+
+static void take_note(struct upstream *u, const struct up_note *h, const uint8_t *data)
+{
+	const struct eb_conf_upstream *c = &u->b->conf->upstream;
+
+	switch ((enum up_note_type)h->type) {
+	case UP_NOTE_DATA:
+		take_data(u, h, data);
+		break;
+	case UP_NOTE_DONE:
+		u->drawing = false;
+		upstream_level_changed(u->b);
+		break;
+	case UP_NOTE_CONNECTED:
+		if (strcmp(u->last_broker, h->text) != 0 || u->last_failure[0])
+			log_info("Drawing from upstream %s as user %s", h->text,
+			         c->user ? c->user : "(by uid)");
+		snprintf(u->last_broker, sizeof(u->last_broker), "%s", h->text);
+		u->last_failure[0] = '\0';
+		break;
+	case UP_NOTE_FAILED:
+		/* The thread retries with back-off; a new reason is worth a line, a repeat not. */
+		if (strcmp(u->last_failure, h->text) != 0)
+			log_warning("Upstream: %s; retrying with back-off", h->text);
+		else
+			log_debug("Upstream: %s, again", h->text);
+		snprintf(u->last_failure, sizeof(u->last_failure), "%s", h->text);
+		break;
+	}
+}
+
+static int on_note(sd_event_source *src, int fd, uint32_t revents, void *userdata)
+{
+	struct upstream *u = userdata;
+
+	(void)src, (void)revents;
+	for (unsigned k = 0; k < NOTES_PER_WAKEUP; k++) {
+		struct up_note h;
+		ssize_t n = recv(fd, u->buf, UP_NOTE_MAX, MSG_DONTWAIT);
+
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return 0;
+		if (n <= 0) {
+			/* The thread ended on its own: out of memory, or a bug. */
+			log_error(
+			    "The upstream thread stopped; not drawing from upstream until restart");
+			u->running = false;
+			return sd_event_source_set_enabled(u->io, SD_EVENT_OFF);
+		}
+		if ((size_t)n < sizeof(h))
+			continue;
+		memcpy(&h, u->buf, sizeof(h));
+		h.text[sizeof(h.text) - 1] = '\0';
+		if (h.len == (size_t)n - sizeof(h) && h.len <= EB_DATA_MAX)
+			take_note(u, &h, u->buf + sizeof(h));
+		explicit_bzero(u->buf, (size_t)n);
+	}
+	return 0;
+}
+
+int upstream_new(struct broker *b, struct upstream **ret)
+{
+	const struct eb_conf_upstream *c = &b->conf->upstream;
+	struct eb_client_options o = {
+	    .n_brokers = c->n_brokers,
+	    .user = c->user,
+	    .key_file = c->key_file,
+	    .roles = EB_ROLE_SINK,
+	    .kind = "eb-brokerd upstream draw",
+	    .timeout_ms = UPSTREAM_TIMEOUT_MS,
+	};
+	_cleanup_free_ char *error = NULL;
+	struct upstream *u;
+	int sv[2], r;
+
+	*ret = NULL;
+	if (!c->set)
+		return 0;
+	for (unsigned i = 0; i < c->n_brokers; i++)
+		o.brokers[i] = c->brokers[i];
+
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return log_oom();
+	u->b = b;
+	u->fd = u->t.fd = -EBADF;
+	u->n_chain = -1;
+	u->buf = malloc(UP_NOTE_MAX);
+	if (!u->buf) {
+		upstream_free(u);
+		return log_oom();
+	}
+	r = eb_client_new(&o, &u->t.client, &error);
+	if (r < 0) {
+		log_error_errno(r, "%s: [upstream]: %s",
+		                b->conf->path ? b->conf->path : "configuration",
+		                error ? error : "invalid");
+		upstream_free(u);
+		return r;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		r = log_error_errno(errno, "Failed to create the upstream socket pair: %m");
+		upstream_free(u);
+		return r;
+	}
+	u->fd = sv[0];
+	u->t.fd = sv[1];
+	r = sd_event_add_io(b->event, &u->io, u->fd, EPOLLIN, on_note, u);
+	if (r < 0) {
+		log_error_errno(r, "Failed to watch the upstream socket pair: %m");
+		upstream_free(u);
+		return r;
+	}
+	/* The thread inherits the signal mask broker_new() set up: signals stay the loop's. */
+	r = -pthread_create(&u->t.id, NULL, upstream_thread, &u->t);
+	if (r < 0) {
+		log_error_errno(r, "Failed to start the upstream thread: %m");
+		upstream_free(u);
+		return r;
+	}
+	u->started = u->running = true;
+	*ret = u;
+	return 0;
+}
+
+struct upstream *upstream_free(struct upstream *u)
+{
+	if (!u)
+		return NULL;
+	if (u->started) {
+		struct up_cmd cmd = {.type = UP_CMD_STOP};
+
+		/* Shutting both ways also fails a send() the thread is blocked in, so it cannot
+		 * wait for a reader that is gone; a client step in progress ends within its
+		 * timeout. */
+		(void)send(u->fd, &cmd, sizeof(cmd), MSG_NOSIGNAL | MSG_DONTWAIT);
+		shutdown(u->fd, SHUT_RDWR);
+		(void)pthread_join(u->t.id, NULL);
+	}
+	sd_event_source_disable_unref(u->io);
+	if (u->fd >= 0)
+		close(u->fd);
+	if (u->t.fd >= 0)
+		close(u->t.fd);
+	eb_client_free(u->t.client);
+	if (u->buf)
+		explicit_bzero(u->buf, UP_NOTE_MAX);
+	free(u->buf);
+	free(u);
+	return NULL;
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/* [upstream]: the broker draws from other brokers, as their sink, when its level is low. The
+ * blocking client runs in a thread of its own; what it draws reaches the event loop through a
+ * socket pair, so a slow or unreachable upstream never stalls the loop. */
+#pragma once
+
+#include <stdint.h>
+
+struct broker;
+struct upstream;
+
+/* Starts drawing per b->conf->upstream, or does nothing (*ret = NULL) without that section.
+ * Validates the brokers, user and key file first, and logs what is wrong. */
+int upstream_new(struct broker *b, struct upstream **ret);
+/* Stops the thread (waiting for its current step, at most a few seconds) and frees. */
+struct upstream *upstream_free(struct upstream *u);
+
+/* The level changed: below the upstream low water, ask for draw-bits. */
+void upstream_level_changed(struct broker *b);
+/* The ids this broker draws for changed (chain.c): the upstream hears at once. */
+void upstream_path_changed(struct broker *b);
+
+/* Bits credited from the upstream since start. */
+uint64_t upstream_bits_in(const struct upstream *u);

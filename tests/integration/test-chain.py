@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Broker chaining on one machine. A downstream broker with an [upstream] section draws from an
+upstream broker, over TLS as a sink user there, whenever its level is below the upstream low
+water; a sink on the downstream drains it and it refills from the upstream. Every bit the
+downstream credits is one the upstream handed out as full entropy: the downstream's bits in
+equal the upstream's bits out, exactly. Then two brokers configured to draw from each other
+(A -> B -> A): the cycle is refused, with one clear line, and no bit goes round."""
+import os
+import time
+
+from eblib import Broker, check, draw, main, run, prog
+
+CAP_DOWN = 131072  # bits; the upstream low water (50 %) is 65536
+DRAW_BITS = 16384
+
+
+def wait_for(what, cond, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.1)
+    check(False, f"{what} (waited {timeout} s)")
+
+
+def settled_totals(up, down):
+    """(upstream bits out, downstream bits in) once they agree and stay so for a moment: a
+    DATA may be on its way between the two when asked."""
+    last = None
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        a, b = up.status()["bits_out"], down.status()["bits_in"]
+        check(b <= a, f"the downstream never credits more than the upstream handed out ({b} <= {a})")
+        if a == b and last == (a, b):
+            return a, b
+        last = (a, b)
+        time.sleep(0.3)
+    check(False, f"the totals settle (last: upstream out {last[0]}, downstream in {last[1]})")
+
+
+def chain():
+    up = Broker({"src": {"role": "source", "unix-uid": os.getuid(), "key": False},
+                 "edge": {"role": "sink"}, "admin": {"role": "admin"}},
+                capacity=1 << 21)
+    down = None
+    try:
+        up.start()
+        data = os.path.join(up.tmp, "noise")
+        with open(data, "wb") as f:
+            f.write(os.urandom(128 * 1024))
+        p = run([prog("eb-source-file"), "-b", up.unix, "--credit-per-byte=8",
+                 "--max-credit-per-byte=8", data])
+        check(p.returncode == 0, f"the upstream is fed ({p.stderr.decode().strip()[-200:]})")
+        filled = up.status()
+        check(filled["bits_in"] > 0 and filled["bits_out"] == 0,
+              f"the upstream holds {filled['pool_bits']} bits and has handed out none")
+
+        down = Broker({"sink": {"role": "sink"}, "admin": {"role": "admin"}},
+                      capacity=CAP_DOWN, activate=False,
+                      broker_extra=f"""
+[upstream]
+broker = {up.tcp}
+user = edge
+key-file = {up.keys['edge']}
+low-water-percent = 50
+draw-bits = {DRAW_BITS}
+""")
+        down.start()
+        check(down.wait_log(f"Drawing from upstream {up.tcp} as user edge", 20),
+              "the downstream says it draws from the upstream:\n" + down.read_log() +
+              "\nupstream:\n" + up.read_log())
+        wait_for("the downstream fills to its upstream low water from the upstream",
+                 lambda: down.status()["pool_bits"] >= CAP_DOWN // 2)
+        out0, in0 = settled_totals(up, down)
+        check(in0 >= CAP_DOWN // 2, f"the downstream credited {in0} bits, all from upstream")
+
+        # A sink drains the downstream below its upstream low water; it refills from upstream.
+        n = 6144  # bytes: 49152 bits, more than the level above low water
+        p = draw(down, "sink", n)
+        check(p.returncode == 0 and len(p.stdout) == n,
+              f"a sink on the downstream drew {n} bytes ({p.stderr.decode().strip()[-200:]})")
+        wait_for("the downstream refills from the upstream",
+                 lambda: up.status()["bits_out"] > out0 and
+                 down.status()["pool_bits"] >= CAP_DOWN // 2)
+        out1, in1 = settled_totals(up, down)
+        ds = down.status()
+        print(f"# upstream: bits_in {up.status()['bits_in']}, bits_out {out1}; downstream: "
+              f"bits_in {in1}, bits_out {ds['bits_out']}, pool {ds['pool_bits']}")
+        check(in1 == out1, f"downstream credited {in1} bits = upstream handed out {out1}")
+        check(ds["bits_out"] == 8 * n, f"the downstream's sink got {8 * n} bits")
+        check(ds["bits_out"] <= in1, "the downstream handed out no more than it credited")
+
+        # A stop joins the upstream thread, connected or not, and exits cleanly.
+        t0 = time.monotonic()
+        rc = down.stop()
+        check(rc == 0, f"the downstream stops on SIGTERM with 0 (got {rc}) in "
+              f"{time.monotonic() - t0:.1f} s")
+    finally:
+        if down:
+            down.cleanup()
+        up.cleanup()
+
+
+CYCLE_LINE = "would make this broker draw from itself through a cycle"
+
+
+def cycle():
+    # Not socket-activated: a broker that draws must run before anyone connects to it.
+    a = Broker({"peer": {"role": "sink"}, "admin": {"role": "admin"}}, capacity=65536,
+               activate=False)
+    b = Broker({"peer": {"role": "sink"}, "admin": {"role": "admin"}}, capacity=65536,
+               keys={"peer": a.keys["peer"]}, activate=False)
+    # Each draws from the other as user peer, known to both by one key. Debug lines show the
+    # retries that must not repeat the warning.
+    for me, other in ((a, b), (b, a)):
+        with open(me.conf, "a") as f:
+            f.write(f"[upstream]\nbroker = {other.tcp}\nuser = peer\n"
+                    f"key-file = {a.keys['peer']}\n")
+        me.log_target = "console"
+    os.environ["EB_LOG_LEVEL"] = "debug"
+    try:
+        a.start()
+        # A's first try finds nothing listening; B then draws from A, and A's next try, with
+        # B's id among those A serves, is one B refuses.
+        check(a.wait_log("Upstream: cannot connect", 20), "A cannot reach B before B starts")
+        b.start()
+        wait_for("the cycle is refused with its line",
+                 lambda: CYCLE_LINE in a.read_log() + b.read_log())
+        wait_for("the refused side tried again",
+                 lambda: "again: chain" in a.read_log() + b.read_log(), timeout=40)
+        lines = [l for l in (a.read_log() + b.read_log()).splitlines() if CYCLE_LINE in l]
+        print("# " + "\n# ".join(lines))
+        # The refused side says once, in its own log, what it was told.
+        told = [l for l in (a.read_log() + b.read_log()).splitlines()
+                if "Upstream:" in l and "cycle" in l and "again" not in l]
+        print("# " + "\n# ".join(told))
+        check(len(told) == 1, f"the refused broker logs the refusal once ({len(told)})")
+        check(len(lines) == 1, f"one line says it ({len(lines)})")
+        check("contains this broker" in lines[0], "the line names the broker in the chain")
+        sa, sb = a.status(), b.status()
+        check(sa["bits_in"] == 0 and sb["bits_in"] == 0 and sa["bits_out"] == 0 and
+              sb["bits_out"] == 0, "nothing went round the cycle")
+        check(a.alive() and b.alive(), "both brokers keep running")
+        check(a.stop() == 0 and b.stop() == 0, "both stop on SIGTERM with 0")
+    finally:
+        del os.environ["EB_LOG_LEVEL"]
+        a.cleanup()
+        b.cleanup()
+
+
+def test():
+    chain()
+    cycle()
+
+
+main(test)
