@@ -125,20 +125,26 @@ static int parse_unsigned(const char *value, unsigned min, unsigned max, void *f
 	return 0;
 }
 
-static int parse_capacity(struct conf_ctx *c, const char *value, void *field)
+/* A number of bits from min to 2^31 in whole 512-bit blocks, the unit the pool conditions input
+ * into and hands out (see eb_pool_new()). */
+static int parse_blocks(const char *value, uint64_t min, void *field)
 {
 	uint64_t v;
 	int r;
 
-	(void)c;
-	r = parse_u64(value, 4096, UINT64_C(1) << 31, &v);
+	r = parse_u64(value, min, UINT64_C(1) << 31, &v);
 	if (r < 0)
 		return r;
-	/* The pool conditions input into 512-bit blocks; see eb_pool_new(). */
 	if (v % 512 != 0)
 		return -EINVAL;
 	*(uint64_t *)field = v;
 	return 0;
+}
+
+static int parse_capacity(struct conf_ctx *c, const char *value, void *field)
+{
+	(void)c;
+	return parse_blocks(value, 4096, field);
 }
 
 static int parse_percent(struct conf_ctx *c, const char *value, void *field)
@@ -298,18 +304,8 @@ static int parse_user_name(struct conf_ctx *c, const char *value, void *field)
 
 static int parse_draw_bits(struct conf_ctx *c, const char *value, void *field)
 {
-	uint64_t v;
-	int r;
-
 	(void)c;
-	r = parse_u64(value, 512, UINT64_C(1) << 31, &v);
-	if (r < 0)
-		return r;
-	/* The pool takes whole 512-bit blocks. */
-	if (v % 512 != 0)
-		return -EINVAL;
-	*(uint64_t *)field = v;
-	return 0;
+	return parse_blocks(value, 512, field);
 }
 
 void conf_upstream_clear(struct eb_conf_upstream *u)

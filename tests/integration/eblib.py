@@ -180,6 +180,20 @@ class Broker:
             raise Failure(f"the broker's log has a sanitizer report: {report.group(0)}")
 
 
+def wait_for(what, cond, timeout=30, interval=0.1):
+    """Polls cond() until it returns something true, and returns that; fails the test, naming
+    what, after timeout seconds. For the event a test waits on, instead of a fixed sleep."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(interval)
+    v = cond()
+    check(v, f"{what} (waited {timeout} s)")
+    return v
+
+
 def unix_listening(path):
     """Whether a unix stream socket at path is listening (/proc/net/unix, flag __SO_ACCEPTCON)."""
     with open("/proc/net/unix") as f:

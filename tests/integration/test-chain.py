@@ -9,20 +9,10 @@ equal the upstream's bits out, exactly. Then two brokers configured to draw from
 import os
 import time
 
-from eblib import Broker, check, draw, main, run, prog
+from eblib import Broker, check, draw, main, prog, run, wait_for
 
 CAP_DOWN = 131072  # bits; the upstream low water (50 %) is 65536
 DRAW_BITS = 16384
-
-
-def wait_for(what, cond, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.1)
-    check(False, f"{what} (waited {timeout} s)")
 
 
 def settled_totals(up, down):
