@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <openssl/core_names.h>
-#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
 
@@ -67,8 +66,8 @@ static void consume(struct eb_pool *pool, uint32_t n)
 	uint32_t first = MIN(n, pool->nblocks - pool->head);
 
 	assert(n <= pool->held);
-	OPENSSL_cleanse(pool->ring + (size_t)pool->head * BLOCK_BYTES, (size_t)first * BLOCK_BYTES);
-	OPENSSL_cleanse(pool->ring, (size_t)(n - first) * BLOCK_BYTES);
+	explicit_bzero(pool->ring + (size_t)pool->head * BLOCK_BYTES, (size_t)first * BLOCK_BYTES);
+	explicit_bzero(pool->ring, (size_t)(n - first) * BLOCK_BYTES);
 	pool->head = (pool->head + n) % pool->nblocks;
 	pool->held -= n;
 }
@@ -181,7 +180,7 @@ struct eb_pool *eb_pool_free(struct eb_pool *pool)
 	EVP_RAND_CTX_free(pool->xor_drbg);
 	EVP_RAND_CTX_free(pool->drbg);
 	size = pool->map_size;
-	OPENSSL_cleanse(pool, sizeof(*pool));
+	explicit_bzero(pool, sizeof(*pool));
 	(void)munmap(pool, size);
 	return NULL;
 }
@@ -228,7 +227,7 @@ static int emit_block(struct eb_pool *pool)
 	 * runs 2 % fewer instructions per block (callgrind, tests/bench/pool's loop). */
 	if (EVP_DigestFinal_ex(pool->acc, slot, &n) != 1 || n != BLOCK_BYTES ||
 	    EVP_MD_CTX_copy_ex(pool->acc, pool->fresh) != 1) {
-		OPENSSL_cleanse(slot, BLOCK_BYTES);
+		explicit_bzero(slot, BLOCK_BYTES);
 		return -EIO;
 	}
 	pool->held++;
@@ -383,7 +382,7 @@ int eb_pool_take_full(struct eb_pool *pool, void *buf, size_t len)
 	if (EVP_RAND_generate(pool->xor_drbg, out, len, DRBG_STRENGTH, 0,
 	                      pool->mix_xor ? pool->mix : NULL,
 	                      pool->mix_xor ? sizeof(pool->mix) : 0) != 1) {
-		OPENSSL_cleanse(out, len);
+		explicit_bzero(out, len);
 		return -EIO;
 	}
 	pool->mix_xor = false;
@@ -461,7 +460,7 @@ int eb_pool_take_drbg(struct eb_pool *pool, void *buf, size_t len, bool may_rese
 	return 0;
 
 fail:
-	OPENSSL_cleanse(out, len);
+	explicit_bzero(out, len);
 	return r;
 }
 
@@ -485,8 +484,9 @@ size_t eb_pool_export(struct eb_pool *pool, void *buf, size_t max_len, uint64_t 
 	assert(pool);
 	assert(buf || max_len == 0);
 
-	/* Raw blocks, not RBG3 output: the seed file is conditioned again when it is loaded and
-	 * never reaches a client as it is, and a copy cannot fail half-way. */
+	/* Raw blocks, not RBG3 output: eb_pool_restore() puts them back into the ring as they are
+	 * (they are full entropy already), so a stop and a start keep the level, and a copy cannot
+	 * fail half-way. A block reaches a client only through take_full's XOR, like any other. */
 	n = (uint32_t)MIN(max_len / BLOCK_BYTES, (size_t)pool->held);
 	for (i = 0; i < n; i++)
 		memcpy(out + (size_t)i * BLOCK_BYTES, block_at(pool, i), BLOCK_BYTES);

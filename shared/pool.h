@@ -33,7 +33,8 @@ int eb_pool_add(struct eb_pool *pool, const void *data, size_t len, uint64_t cre
 
 /* Fills buf with len bytes of full-entropy output, backed by at least 8 * len + 64 bits of pool
  * credit, and lowers the level by what was used. -EAGAIN when the pool cannot back the whole
- * request (nothing is taken then). len at most 64 KiB. */
+ * request, -EIO when the DRBG fails (nothing is taken then, buf is wiped); -EMSGSIZE for len over
+ * 64 KiB. */
 int eb_pool_take_full(struct eb_pool *pool, void *buf, size_t len);
 
 /* Fills buf with len bytes of DRBG output. The DRBG is seeded from 256 + 64 bits of pool credit
