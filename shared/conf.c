@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/crypto.h>
-
 #include "conf-internal.h"
 #include "inifile.h"
 #include "key.h"
@@ -53,7 +51,7 @@ static bool user_name_valid(const char *s, size_t n)
 /* Frees what a user holds and wipes its key; the struct is left for reuse. */
 static void user_clear(struct eb_user *u)
 {
-	OPENSSL_cleanse(u->key, sizeof(u->key));
+	explicit_bzero(u->key, sizeof(u->key));
 	free(u->name);
 	free(u->key_file);
 	*u = (struct eb_user){};

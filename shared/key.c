@@ -12,8 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
-
 #include "credential.h"
 #include "io.h"
 #include "macro.h"
@@ -93,7 +91,7 @@ int eb_key_load(const char *path, uint8_t ret_key[EB_KEY_SIZE])
 			if (errno == EINTR)
 				continue;
 			r = negative_errno();
-			OPENSSL_cleanse(buf, sizeof(buf));
+			explicit_bzero(buf, sizeof(buf));
 			return r;
 		}
 		if (k == 0)
@@ -104,7 +102,7 @@ int eb_key_load(const char *path, uint8_t ret_key[EB_KEY_SIZE])
 	/* The length and the newline's place are not secret; the digits are. */
 	if (n < KEY_HEX_LEN || n > KEY_HEX_LEN + 1 ||
 	    (n == KEY_HEX_LEN + 1 && buf[KEY_HEX_LEN] != '\n')) {
-		OPENSSL_cleanse(buf, sizeof(buf));
+		explicit_bzero(buf, sizeof(buf));
 		return -EBADMSG;
 	}
 
@@ -113,16 +111,16 @@ int eb_key_load(const char *path, uint8_t ret_key[EB_KEY_SIZE])
 		unsigned lo = hex_digit(buf[2 * i + 1], &bad);
 		key[i] = (uint8_t)((hi << 4) | lo);
 	}
-	OPENSSL_cleanse(buf, sizeof(buf));
+	explicit_bzero(buf, sizeof(buf));
 
 	/* Only the verdict over the whole key branches, never a single digit. */
 	if (bad & 1) {
-		OPENSSL_cleanse(key, sizeof(key));
+		explicit_bzero(key, sizeof(key));
 		return -EBADMSG;
 	}
 
 	memcpy(ret_key, key, EB_KEY_SIZE);
-	OPENSSL_cleanse(key, sizeof(key));
+	explicit_bzero(key, sizeof(key));
 	return 0;
 }
 
@@ -157,7 +155,7 @@ int eb_key_generate(const char *path)
 			if (errno == EINTR)
 				continue;
 			r = negative_errno();
-			OPENSSL_cleanse(key, sizeof(key));
+			explicit_bzero(key, sizeof(key));
 			return r;
 		}
 		n += (size_t)k;
@@ -168,19 +166,19 @@ int eb_key_generate(const char *path)
 		hex[2 * i + 1] = hex_char(key[i] & 0xf);
 	}
 	hex[KEY_HEX_LEN] = '\n';
-	OPENSSL_cleanse(key, sizeof(key));
+	explicit_bzero(key, sizeof(key));
 
 	/* O_EXCL: never replace a key someone already holds; O_NOFOLLOW: never write through a link
 	 * planted where the key should go. */
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
 	if (fd < 0) {
 		r = negative_errno();
-		OPENSSL_cleanse(hex, sizeof(hex));
+		explicit_bzero(hex, sizeof(hex));
 		return r;
 	}
 
 	r = eb_write_all(fd, hex, sizeof(hex));
-	OPENSSL_cleanse(hex, sizeof(hex));
+	explicit_bzero(hex, sizeof(hex));
 	if (r >= 0 && fsync(fd) < 0)
 		r = negative_errno();
 	if (r >= 0 && close(TAKE_FD(fd)) < 0)

@@ -7,6 +7,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+/* One wipe primitive across the tree: secrets (keys, pool blocks, data on its way to a peer) are
+ * wiped with explicit_bzero() from <string.h>, which the compiler may not drop as a dead store and
+ * which needs no OpenSSL header outside the crypto and transport files (docs/decisions.md). Memory
+ * OpenSSL allocated goes back through OPENSSL_clear_free(), its allocator's own wiping free. */
+
 #define _cleanup_(f)   __attribute__((cleanup(f)))
 #define _unused_       __attribute__((unused))
 #define _printf_(a, b) __attribute__((format(printf, a, b)))

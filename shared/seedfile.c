@@ -14,8 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
-
 #include "io.h"
 #include "macro.h"
 #include "pool.h"
@@ -38,7 +36,7 @@ struct secret {
 static void secret_done(struct secret *s)
 {
 	if (s->p) {
-		OPENSSL_cleanse(s->p, s->n);
+		explicit_bzero(s->p, s->n);
 		free(s->p);
 	}
 }
@@ -144,7 +142,7 @@ static int write_uncredited(const char *path, struct eb_pool *pool)
 	int r;
 
 	r = write_atomic(path, 0, buf, n);
-	OPENSSL_cleanse(buf, sizeof(buf));
+	explicit_bzero(buf, sizeof(buf));
 	return r;
 }
 

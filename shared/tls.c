@@ -135,7 +135,7 @@ static int find_session(SSL *ssl, const unsigned char *identity, size_t identity
 		return 1; /* No session: the handshake fails for want of a PSK. */
 	peer->known = true;
 	*ret = psk_session(ssl, key);
-	OPENSSL_cleanse(key, sizeof(key));
+	explicit_bzero(key, sizeof(key));
 	return *ret ? 1 : 0;
 }
 
