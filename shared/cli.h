@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The options every client program shares: -b, -u, -k, -v, -h, --version; and what every source
- * program shares besides: its source options, its command-line loop and its closing report. */
+ * program shares besides: its source options, its command-line loop and its closing report.
+ * Part of libeb's program layer: it logs usage errors and the report itself (docs/decisions.md,
+ * "a silent core, and a program layer that logs"). */
 #pragma once
 
 #include <getopt.h>

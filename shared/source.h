@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The loop every source runs: sample a block, pass it through the gate (health tests, debiasing,
- * credit), donate it, rest while the broker says SLEEP, fail over when a broker goes away. */
+ * credit), donate it, rest while the broker says SLEEP, fail over when a broker goes away. Part
+ * of libeb's program layer: it logs what it decides (docs/decisions.md). */
 #pragma once
 
 #include <stdbool.h>
