@@ -85,13 +85,18 @@ static bool same_string(const char *a, const char *b)
 	return a == b || (a && b && strcmp(a, b) == 0);
 }
 
-static unsigned count_closing(const struct broker *b)
+/* Sessions that did not survive a reload, and each user's sessions afresh in the new indexes. */
+static unsigned count_after_reload(struct broker *b)
 {
 	const struct session *s;
 	unsigned n = 0;
 
-	eb_list_foreach(s, &b->sessions, node)
+	memset(b->user_sessions, 0, MAX(b->conf->n_users, 1u) * sizeof(*b->user_sessions));
+	eb_list_foreach(s, &b->sessions, node) {
 		n += s->state == SESSION_CLOSING;
+		if (s->user >= 0 && (s->state == SESSION_HELLO || s->state == SESSION_READY))
+			b->user_sessions[s->user]++;
+	}
 	return n;
 }
 
@@ -147,6 +152,7 @@ void broker_reload(struct broker *b)
 {
 	_cleanup_free_ struct sched_quota *quotas = NULL;
 	_cleanup_free_ struct user_totals *totals = NULL;
+	_cleanup_free_ unsigned *user_sessions = NULL;
 	struct eb_conf *new = NULL, *old = b->conf;
 	struct session *s, *next;
 	unsigned before = b->n_sessions;
@@ -159,7 +165,8 @@ void broker_reload(struct broker *b)
 	}
 	quotas = calloc(MAX(new->n_users, 1u), sizeof(*quotas));
 	totals = calloc(MAX(new->n_users, 1u), sizeof(*totals));
-	if (!quotas || !totals) {
+	user_sessions = calloc(MAX(new->n_users, 1u), sizeof(*user_sessions));
+	if (!quotas || !totals || !user_sessions) {
 		log_oom();
 		eb_conf_free(new);
 		goto done;
@@ -179,10 +186,12 @@ void broker_reload(struct broker *b)
 	b->conf = new;
 	eb_list_foreach_safe(s, next, &b->sessions, node)
 		session_rebind(s, old, new);
+	/* Counted in the old indexes until here; count_after_reload() counts in the new. */
+	SWAP(b->user_sessions, user_sessions);
 	eb_conf_free(old); /* wipes the old keys */
 	log_info("Reloaded %s: %u users; %u of %u sessions kept",
 	         new->path ? new->path : "the configuration", new->n_users,
-	         b->n_sessions - count_closing(b), before);
+	         b->n_sessions - count_after_reload(b), before);
 	broker_pool_changed(b); /* the thresholds may have moved */
 done:
 	(void)sd_notify(false, "READY=1");

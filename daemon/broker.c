@@ -386,8 +386,9 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 		b->peer_log[k] = EB_RATELIMIT_INIT(PEER_LOG_INTERVAL_USEC, PEER_LOG_BURST);
 	b->quotas = calloc(MAX(conf->n_users, 1u), sizeof(*b->quotas));
 	b->totals = calloc(MAX(conf->n_users, 1u), sizeof(*b->totals));
+	b->user_sessions = calloc(MAX(conf->n_users, 1u), sizeof(*b->user_sessions));
 	b->scratch = malloc(EB_DATA_MAX);
-	if (!b->quotas || !b->totals || !b->scratch)
+	if (!b->quotas || !b->totals || !b->user_sessions || !b->scratch)
 		return log_oom();
 
 	r = eb_pool_new(conf->capacity_bits, &b->pool, &locked);
@@ -490,6 +491,8 @@ struct broker *broker_free(struct broker *b)
 	free(b->scratch);
 	free(b->quotas);
 	free(b->totals);
+	free(b->user_sessions);
+	handshakes_free(&b->handshakes);
 	eb_conf_free(b->conf);
 	free(b);
 	return NULL;

@@ -9,6 +9,7 @@
 
 #include "admin.h"
 #include "conf.h"
+#include "handshakes.h"
 #include "list.h"
 #include "listeners.h"
 #include "log.h"
@@ -61,9 +62,11 @@ struct broker {
 
 	struct eb_list sessions; /* of session.node */
 	unsigned n_sessions, n_sources, n_sinks;
-	unsigned n_local, n_network; /* sessions over plain unix, and over TLS */
-	unsigned n_handshakes;       /* network sessions not yet authenticated */
-	unsigned n_sessions_high;    /* the most sessions at once since the heap was last trimmed */
+	unsigned n_local, n_network;  /* sessions over plain unix, and over TLS */
+	unsigned n_handshakes;        /* network sessions not yet authenticated */
+	struct handshakes handshakes; /* the same, oldest first, counted per address */
+	unsigned *user_sessions;      /* parallel to conf->users: sessions in HELLO or READY */
+	unsigned n_sessions_high; /* the most sessions at once since the heap was last trimmed */
 	struct eb_ratelimit peer_log[_PEER_LOG_MAX];
 
 	/* DRBG mode reseeds from the pool at most once per SCHEDULER_DRBG_RESEED_USEC. */

@@ -89,29 +89,61 @@ void session_describe_peer(struct session *s, int fd, const char *listener)
 	}
 }
 
-/* Whether the user u has room for one more session: its authenticated sessions, this one not
- * counted, against its max-sessions. */
-static bool user_has_room(struct session *s, const struct eb_user *u)
+static void count_user(struct session *s, int delta)
 {
-	unsigned idx = (unsigned)(u - s->broker->conf->users), n = 0;
-	const struct session *o;
+	struct broker *b = s->broker;
 
-	eb_list_foreach(o, &s->broker->sessions, node)
-		n += o != s && o->user == (int)idx &&
-		     (o->state == SESSION_HELLO || o->state == SESSION_READY);
-	return n < u->max_sessions;
+	if (s->user < 0 || (unsigned)s->user >= b->conf->n_users)
+		return;
+	/* A reload counts afresh (broker_count_user_sessions()), so a count never goes below 0. */
+	if (delta > 0 || b->user_sessions[s->user] > 0)
+		b->user_sessions[s->user] += (unsigned)delta;
 }
 
-/* Binds s to user u, or refuses it with a BUSY error when u has all the sessions it may. */
+void session_count(struct session *s, int delta)
+{
+	struct broker *b = s->broker;
+
+	switch (s->state) {
+	case SESSION_HANDSHAKE:
+		b->n_handshakes += (unsigned)delta;
+		if (delta > 0)
+			handshakes_add(&b->handshakes, s);
+		else
+			handshakes_remove(&b->handshakes, s);
+		break;
+	case SESSION_READY:
+		if (s->roles & EB_ROLE_SOURCE)
+			b->n_sources += (unsigned)delta;
+		if (s->roles & EB_ROLE_SINK)
+			b->n_sinks += (unsigned)delta;
+		broker_mark_status(b);
+		count_user(s, delta);
+		break;
+	case SESSION_HELLO:
+		count_user(s, delta);
+		break;
+	case SESSION_CLOSING:
+	case _SESSION_STATE_MAX:
+	case _SESSION_STATE_INVALID:
+		break;
+	}
+}
+
+/* Binds s to user u, or refuses it with a BUSY error when u has all the sessions it may: its
+ * sessions past the handshake, this one not yet counted, against its max-sessions. */
 static int bind_user(struct session *s, const struct eb_user *u)
 {
-	if (!user_has_room(s, u)) {
+	unsigned idx = (unsigned)(u - s->broker->conf->users);
+
+	if (s->broker->user_sessions[idx] >= u->max_sessions) {
 		log_peer(s->broker, PEER_LOG_LIMIT, LOG_WARNING,
 		         "Refusing %s: user %s has %u sessions, its limit (max-sessions)", s->peer,
 		         u->name, u->max_sessions);
 		return -EBUSY;
 	}
-	s->user = (int)(u - s->broker->conf->users);
+	s->user = (int)idx;
+	count_user(s, +1);
 	return 0;
 }
 
@@ -158,28 +190,6 @@ void session_refuse_identity(struct session *s, int r)
 		session_refuse(s, EB_ERR_AUTH, "no user maps to this peer");
 }
 
-static bool same_addr(const struct peer_addr *a, const struct peer_addr *b)
-{
-	return a->family != 0 && a->family == b->family && memcmp(a->bytes, b->bytes, 8) == 0;
-}
-
-/* Network sessions still in their handshake: the oldest one, and how many share s's address. */
-static struct session *scan_handshakes(struct session *s, unsigned *ret_same_addr)
-{
-	struct session *oldest = NULL, *o;
-	unsigned n = 0;
-
-	eb_list_foreach(o, &s->broker->sessions, node) {
-		if (o == s || o->state != SESSION_HANDSHAKE)
-			continue;
-		n += same_addr(&o->addr, &s->addr);
-		if (!oldest || o->accepted_usec < oldest->accepted_usec)
-			oldest = o;
-	}
-	*ret_same_addr = n;
-	return oldest;
-}
-
 /* A handshake older than this may give its slot to a new one when all are taken: ours finish in
  * milliseconds, so only a peer that stalls on purpose (or a dead one) is that old. */
 #define HANDSHAKE_EVICT_AGE_USEC (1000000ULL)
@@ -193,7 +203,6 @@ const char *session_over_limit(struct session *s)
 	struct broker *b = s->broker;
 	const struct eb_conf *conf = b->conf;
 	struct session *oldest;
-	unsigned same;
 
 	if (b->stopping)
 		return "stopping";
@@ -201,11 +210,12 @@ const char *session_over_limit(struct session *s)
 		return b->n_local > conf->max_local_sessions ? "max-local-sessions" : NULL;
 	if (b->n_network > conf->max_sessions)
 		return "max-sessions";
-	oldest = scan_handshakes(s, &same);
-	if (same >= conf->max_handshakes_per_address)
+	/* s itself is not counted yet: it joins at SESSION_HANDSHAKE. */
+	if (handshakes_from(&b->handshakes, &s->addr) >= conf->max_handshakes_per_address)
 		return "max-handshakes-per-address";
 	if (b->n_handshakes < conf->max_handshakes)
 		return NULL;
+	oldest = handshakes_oldest(&b->handshakes);
 	if (!oldest || oldest->accepted_usec + HANDSHAKE_EVICT_AGE_USEC > s->accepted_usec)
 		return "max-handshakes";
 	log_peer(b, PEER_LOG_LIMIT, LOG_INFO,

@@ -38,6 +38,9 @@ void session_update_events(struct session *s);
 void session_pump(struct session *s);
 
 /* session-auth.c: who the peer is, and the limits it meets. */
+/* Counts s in (+1) or out of (-1) what its state makes it: a source or sink (READY), a handshake
+ * (HANDSHAKE), one of its user's sessions (HELLO, READY). */
+void session_count(struct session *s, int delta);
 void session_describe_peer(struct session *s, int fd, const char *listener);
 /* NULL to admit a new peer, or the name of the limit it is refused at. */
 const char *session_over_limit(struct session *s);

@@ -181,15 +181,6 @@ int session_send(struct session *s, const struct eb_msg *m)
 	return 0;
 }
 
-static void count_roles(struct session *s, int delta)
-{
-	if (s->roles & EB_ROLE_SOURCE)
-		s->broker->n_sources += delta;
-	if (s->roles & EB_ROLE_SINK)
-		s->broker->n_sinks += delta;
-	broker_mark_status(s->broker);
-}
-
 /* Every change of state goes through here, so that the broker's counts follow: a session counts
  * as a source or sink exactly while it is READY, and as a handshake while in HANDSHAKE, however
  * it leaves (an ERROR either way, a reload, a timeout, the peer going). */
@@ -197,15 +188,9 @@ void session_set_state(struct session *s, enum session_state state)
 {
 	if (s->state == state)
 		return;
-	if (s->state == SESSION_READY)
-		count_roles(s, -1);
-	if (s->state == SESSION_HANDSHAKE)
-		s->broker->n_handshakes--;
+	session_count(s, -1);
 	s->state = state;
-	if (state == SESSION_READY)
-		count_roles(s, +1);
-	if (state == SESSION_HANDSHAKE)
-		s->broker->n_handshakes++;
+	session_count(s, +1);
 	/* A peer that does not read its last message must not keep the session: it gets as long
 	 * to take it as a new peer gets to say HELLO. */
 	if (state == SESSION_CLOSING && s->timer) {

@@ -43,7 +43,9 @@ struct peer_addr {
 
 struct session {
 	struct broker *broker;
-	struct eb_list_node node; /* in broker->sessions */
+	struct eb_list_node node;           /* in broker->sessions */
+	struct eb_list_node handshake_node; /* in broker->handshakes while in HANDSHAKE */
+	bool addr_counted;                  /* its address counts towards a per-address limit */
 
 	struct eb_conn *conn;
 	sd_event_source *io, *defer, *timer, *frame_timer;

@@ -246,10 +246,15 @@ static void check_clock_seam(void)
 static void check_broker(const struct broker *b)
 {
 	const struct session *s;
-	unsigned n = 0;
+	unsigned n = 0, hs = 0, per_user[64] = {0};
 
 	eb_list_foreach(s, &b->sessions, node) {
 		check(n < b->n_sessions);
+		hs += s->state == SESSION_HANDSHAKE;
+		check(s->state == SESSION_HANDSHAKE || !s->addr_counted);
+		if (s->user >= 0 && s->user < 64 &&
+		    (s->state == SESSION_HELLO || s->state == SESSION_READY))
+			per_user[s->user]++;
 		check(s->broker == b);
 		check(s->rstart <= s->rend && s->rend <= SESSION_RBUF_SIZE);
 		check(s->wstart <= s->wend && s->wend <= SESSION_WBUF_SIZE);
@@ -257,6 +262,9 @@ static void check_broker(const struct broker *b)
 		n++;
 	}
 	check(n == b->n_sessions);
+	check(hs == b->n_handshakes);
+	for (unsigned u = 0; u < b->conf->n_users && u < 64; u++)
+		check(per_user[u] == b->user_sessions[u]);
 	check(b->n_sources <= n && b->n_sinks <= n);
 }
 
