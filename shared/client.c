@@ -288,12 +288,19 @@ static int read_answer(struct eb_client *c, int timeout_ms, struct eb_msg *ret)
 	return r;
 }
 
-/* Sends m and reads the broker's answer into it. */
-static int transact(struct eb_client *c, struct eb_msg *m)
+/* Sends m and reads the broker's answer into it, which must be a want; what says otherwise. */
+static int transact(struct eb_client *c, struct eb_msg *m, enum eb_msg_type want, const char *what)
 {
-	int r = send_msg(c, m);
+	int r;
 
-	return r < 0 ? r : read_answer(c, c->timeout_ms, m);
+	if (!c->conn)
+		return -ENOTCONN;
+	r = send_msg(c, m);
+	if (r >= 0)
+		r = read_answer(c, c->timeout_ms, m);
+	if (r >= 0 && m->type != want)
+		r = fail(c, -EPROTO, what);
+	return r;
 }
 
 /* A connection attempt waits no longer than an operation may, nor past the deadline of
@@ -574,13 +581,9 @@ int eb_client_status(struct eb_client *c, struct eb_msg_status *ret)
 	struct eb_msg m = {.type = EB_MSG_STATUS_REQ};
 	int r;
 
-	if (!c->conn)
-		return -ENOTCONN;
-	r = transact(c, &m);
+	r = transact(c, &m, EB_MSG_STATUS, "the broker answered STATUS with something else");
 	if (r < 0)
 		return r;
-	if (m.type != EB_MSG_STATUS)
-		return fail(c, -EPROTO, "the broker answered STATUS with something else");
 	*ret = m.status;
 	return 0;
 }
@@ -591,13 +594,11 @@ int eb_client_report(struct eb_client *c, uint8_t table, uint64_t after, struct 
 	                   .report_req = {.table = table, .after = after}};
 	int r;
 
-	if (!c->conn)
-		return -ENOTCONN;
-	r = transact(c, &m);
+	r = transact(c, &m, EB_MSG_REPORT, "the broker answered REPORT_REQ with something else");
 	if (r < 0)
 		return r;
-	if (m.type != EB_MSG_REPORT || m.report.table != table)
-		return fail(c, -EPROTO, "the broker answered REPORT_REQ with something else");
+	if (m.report.table != table)
+		return fail(c, -EPROTO, "the broker answered REPORT_REQ with another table");
 	*ret = m.report;
 	return 0;
 }
