@@ -19,6 +19,7 @@
 #include "log.h"
 #include "macro.h"
 #include "report.h"
+#include "time-util.h"
 
 /* A scrape's request is one line and a few headers; Prometheus sends about 300 bytes. */
 #define REQUEST_MAX 8192
@@ -41,14 +42,6 @@ static void help(void)
 	    "See eb-metrics(8).\n");
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Reads until the blank line that ends the request's head, at most REQUEST_MAX bytes and until
  * deadline. The body of a GET, if any, is never read. */
 static int read_request(int fd, char *buf, size_t size, uint64_t deadline)
@@ -57,7 +50,7 @@ static int read_request(int fd, char *buf, size_t size, uint64_t deadline)
 
 	for (;;) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
-		uint64_t now = now_ms();
+		uint64_t now = eb_now_ms();
 		ssize_t n;
 		int r;
 
@@ -357,7 +350,7 @@ static void drain(int fd, uint64_t deadline)
 
 	for (size_t total = 0; total < 256 * 1024;) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
-		uint64_t now = now_ms();
+		uint64_t now = eb_now_ms();
 		ssize_t n;
 
 		if (now >= deadline || poll(&p, 1, (int)(deadline - now)) <= 0)
@@ -406,7 +399,7 @@ static int respond(int fd, int status, const char *body, size_t len, bool head)
 	 * short at REQUEST_MAX) until it closes, for a while: closing with unread bytes would
 	 * reset the connection, and the client might lose the response with it. */
 	(void)shutdown(fd, SHUT_WR);
-	drain(fd, now_ms() + 1000);
+	drain(fd, eb_now_ms() + 1000);
 	return r;
 }
 
@@ -419,7 +412,7 @@ static int serve(int fd, struct eb_client *c)
 	bool head = false;
 	int r, status;
 
-	r = read_request(fd, req, sizeof(req), now_ms() + arg_timeout_s * 1000ULL);
+	r = read_request(fd, req, sizeof(req), eb_now_ms() + arg_timeout_s * 1000ULL);
 	if (r == -ECONNRESET)
 		return 0; /* a port probe: nothing asked, nothing to say */
 	if (r == -ETIMEDOUT || r == -EMSGSIZE) {
