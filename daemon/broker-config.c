@@ -100,6 +100,29 @@ static unsigned count_after_reload(struct broker *b)
 	return n;
 }
 
+/* [upstream]'s client was made at start: its brokers, user and key stay, and so does drawing
+ * for a section added now; the thresholds take effect at once, and a section removed stops the
+ * drawing (its low water reads 0). */
+static void keep_upstream(struct eb_conf_upstream *old, struct eb_conf_upstream *new)
+{
+	bool same = old->n_brokers == new->n_brokers &&same_string(old->user, new->user) &&
+	            same_string(old->key_file, new->key_file);
+
+	for (unsigned i = 0; same && i < old->n_brokers; i++)
+		same = same_string(old->brokers[i], new->brokers[i]);
+	if (!old->set && new->set)
+		log_notice("[upstream] added; it takes effect at the next restart");
+	if (!old->set || !new->set || same)
+		return;
+	log_notice("[upstream] broker=, user= or key-file= changed; they take effect at the next "
+	           "restart");
+	for (unsigned i = 0; i < EB_CONF_UPSTREAM_MAX; i++)
+		SWAP(new->brokers[i], old->brokers[i]);
+	SWAP(new->n_brokers, old->n_brokers);
+	SWAP(new->user, old->user);
+	SWAP(new->key_file, old->key_file);
+}
+
 /* What only a restart can change stays as it is; the reloaded file is told so. */
 static void keep_restart_only(struct eb_conf *old, struct eb_conf *new)
 {
@@ -124,6 +147,7 @@ static void keep_restart_only(struct eb_conf *old, struct eb_conf *new)
 			SWAP(new->listen[i], old->listen[i]);
 		SWAP(new->n_listen, old->n_listen);
 	}
+	keep_upstream(&old->upstream, &new->upstream);
 }
 
 /* Every session is a descriptor. With fewer than the limits need, accept() fails with EMFILE

@@ -7,6 +7,7 @@ downstream credits is one the upstream handed out as full entropy: the downstrea
 equal the upstream's bits out, exactly. Then two brokers configured to draw from each other
 (A -> B -> A): the cycle is refused, with one clear line, and no bit goes round."""
 import os
+import signal
 import time
 
 from eblib import Broker, check, draw, main, prog, run, wait_for
@@ -81,6 +82,16 @@ draw-bits = {DRAW_BITS}
         check(in1 == out1, f"downstream credited {in1} bits = upstream handed out {out1}")
         check(ds["bits_out"] == 8 * n, f"the downstream's sink got {8 * n} bits")
         check(ds["bits_out"] <= in1, "the downstream handed out no more than it credited")
+
+        # A reload keeps the upstream client made at start, and says so.
+        with open(down.conf) as f:
+            conf = f.read()
+        with open(down.conf, "w") as f:
+            f.write(conf.replace("user = edge", "user = other"))
+        down.proc.send_signal(signal.SIGHUP)
+        check(down.wait_log("[upstream] broker=, user= or key-file= changed; they take effect "
+                            "at the next restart", 20), "a reload keeps [upstream]'s user")
+        check(down.alive(), "the downstream carries on after the reload")
 
         # A stop joins the upstream thread, connected or not, and exits cleanly.
         t0 = time.monotonic()
