@@ -14,6 +14,7 @@
 #include "report.h"
 #include "scheduler.h"
 #include "session.h"
+#include "upstream.h"
 
 static struct user_totals *totals_of(struct session *s)
 {
@@ -131,6 +132,31 @@ static void session_row(struct broker *b, struct session *s, uint64_t now,
 	copy_printable(ret->peer, sizeof(ret->peer), s->peer);
 }
 
+/* The broker's own draw from its [upstream]: a source like any other to the operator, known by
+ * its flag and an id after every session's. connected_s and last_ms are not kept for it. */
+static void upstream_row(struct broker *b, struct eb_report_session *ret)
+{
+	const char *user = b->conf->upstream.user;
+	struct upstream_view v;
+
+	upstream_get_view(b->upstream, &v);
+	*ret = (struct eb_report_session){
+	    .id = EB_REPORT_UPSTREAM_ID,
+	    .roles = EB_ROLE_SOURCE,
+	    .health = v.failing       ? EB_SOURCE_SILENT
+	              : v.bits_in > 0 ? EB_SOURCE_OK
+	                              : EB_SOURCE_NEW,
+	    .flags = EB_REPORT_UPSTREAM,
+	    .bytes_in = v.bytes_in,
+	    .bits_in = v.bits_in,
+	};
+	if (!v.broker[0] || strncmp(v.broker, "unix:", 5) != 0)
+		ret->flags |= EB_REPORT_TLS;
+	snprintf(ret->user, sizeof(ret->user), "%s", user && user[0] ? user : "(by uid)");
+	snprintf(ret->kind, sizeof(ret->kind), "upstream");
+	copy_printable(ret->peer, sizeof(ret->peer), v.broker[0] ? v.broker : "(not connected)");
+}
+
 static int by_id(const void *a, const void *b)
 {
 	const struct session *x = *(struct session *const *)a, *y = *(struct session *const *)b;
@@ -146,7 +172,7 @@ static int sessions_page(struct broker *b, uint64_t after, uint8_t *buf, size_t 
 	_cleanup_free_ struct session **v = NULL;
 	struct session *s;
 	uint64_t now = broker_now(b);
-	size_t n = 0, used = 0;
+	size_t n = 0, rows, used = 0;
 	unsigned count = 0;
 
 	v = malloc(MAX(b->n_sessions, 1u) * sizeof(*v));
@@ -156,12 +182,17 @@ static int sessions_page(struct broker *b, uint64_t after, uint8_t *buf, size_t 
 		if (s->state == SESSION_READY && s->id > after && n < b->n_sessions)
 			v[n++] = s;
 	qsort(v, n, sizeof(*v), by_id);
+	/* The upstream, if any, is the last row. */
+	rows = n + (b->upstream && after < EB_REPORT_UPSTREAM_ID);
 
-	for (; count < n && count < EB_REPORT_ROWS_MAX; count++) {
+	for (; count < rows && count < EB_REPORT_ROWS_MAX; count++) {
 		struct eb_report_session row;
 		int k;
 
-		session_row(b, v[count], now, &row);
+		if (count < n)
+			session_row(b, v[count], now, &row);
+		else
+			upstream_row(b, &row);
 		k = eb_report_session_encode(&row, buf + used, size - used);
 		if (k < 0)
 			return k;
@@ -170,7 +201,7 @@ static int sessions_page(struct broker *b, uint64_t after, uint8_t *buf, size_t 
 	*ret = (struct eb_msg_report){
 	    .table = EB_REPORT_SESSIONS,
 	    .count = (uint16_t)count,
-	    .next = count < n ? v[count - 1]->id : 0,
+	    .next = count < rows ? v[count - 1]->id : 0,
 	    .rows = used > 0 ? buf : NULL,
 	    .rows_len = (uint32_t)used,
 	};

@@ -38,7 +38,7 @@ struct upstream {
 	bool too_deep; /* logged that the chain is over EB_CHAIN_MAX */
 	uint64_t chain[EB_CHAIN_MAX];
 	int n_chain; /* what the thread was told last */
-	uint64_t bits_in;
+	uint64_t bits_in, bytes_in;
 	char last_broker[EB_TEXT_MAX + 64], last_failure[EB_TEXT_MAX + 64];
 	uint8_t *buf; /* one record */
 };
@@ -107,6 +107,16 @@ uint64_t upstream_bits_in(const struct upstream *u)
 	return u ? u->bits_in : 0;
 }
 
+void upstream_get_view(const struct upstream *u, struct upstream_view *ret)
+{
+	*ret = (struct upstream_view){
+	    .broker = u->last_broker,
+	    .failing = u->last_failure[0] != '\0',
+	    .bytes_in = u->bytes_in,
+	    .bits_in = u->bits_in,
+	};
+}
+
 static void take_data(struct upstream *u, const struct up_note *h, const uint8_t *data)
 {
 	uint64_t credited = 0;
@@ -120,6 +130,7 @@ static void take_data(struct upstream *u, const struct up_note *h, const uint8_t
 		return;
 	}
 	u->bits_in += credited;
+	u->bytes_in += h->len;
 	log_debug("Upstream: %" PRIu32 " bytes carrying %" PRIu32 " bits, %" PRIu64 " credited",
 	          h->len, h->bits, credited);
 }

@@ -4,6 +4,7 @@
  * socket pair, so a slow or unreachable upstream never stalls the loop. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct broker;
@@ -22,3 +23,12 @@ void upstream_path_changed(struct broker *b);
 
 /* Bits credited from the upstream since start. */
 uint64_t upstream_bits_in(const struct upstream *u);
+
+/* What an admin sees of the upstream (admin.c): the broker last connected to ("" before the
+ * first), whether the latest attempt failed, and what came in since start. */
+struct upstream_view {
+	const char *broker;
+	bool failing;
+	uint64_t bytes_in, bits_in;
+};
+void upstream_get_view(const struct upstream *u, struct upstream_view *ret);

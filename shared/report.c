@@ -71,6 +71,8 @@ static int session_validate(const struct eb_report_session *r, size_t *ret_size)
 	    r->health >= _EB_SOURCE_HEALTH_MAX || (r->health == EB_SOURCE_NONE) == source ||
 	    (r->flags & ~EB_REPORT_SESSION_FLAGS) != 0 ||
 	    ((r->flags & EB_REPORT_ASLEEP) && !source) ||
+	    ((r->flags & EB_REPORT_UPSTREAM) &&
+	     (r->roles != EB_ROLE_SOURCE || r->id != EB_REPORT_UPSTREAM_ID)) ||
 	    ((r->flags & EB_REPORT_WAITING) && !(r->roles & EB_ROLE_SINK)) ||
 	    (!(r->flags & EB_REPORT_WAITING) && r->waiting_ms != 0) ||
 	    (!(r->flags & EB_REPORT_QUOTA) && r->quota_left_bits != 0) ||

@@ -34,13 +34,17 @@ enum eb_source_health {
 
 /* Session flags. */
 enum {
-	EB_REPORT_ASLEEP = 1 << 0,  /* told to SLEEP, no WAKE yet */
-	EB_REPORT_WAITING = 1 << 1, /* a GET waits for an answer; waiting_ms says how long */
-	EB_REPORT_QUOTA = 1 << 2,   /* the user has a quota; quota_left_bits is what it holds */
-	EB_REPORT_TLS = 1 << 3,     /* over TLS (TCP, vsock, unix-tls), else plain unix */
+	EB_REPORT_ASLEEP = 1 << 0,   /* told to SLEEP, no WAKE yet */
+	EB_REPORT_WAITING = 1 << 1,  /* a GET waits for an answer; waiting_ms says how long */
+	EB_REPORT_QUOTA = 1 << 2,    /* the user has a quota; quota_left_bits is what it holds */
+	EB_REPORT_TLS = 1 << 3,      /* over TLS (TCP, vsock, unix-tls), else plain unix */
+	EB_REPORT_UPSTREAM = 1 << 4, /* the broker's own draw from its [upstream], a source */
 };
 #define EB_REPORT_SESSION_FLAGS                                                                    \
-	(EB_REPORT_ASLEEP | EB_REPORT_WAITING | EB_REPORT_QUOTA | EB_REPORT_TLS)
+	(EB_REPORT_ASLEEP | EB_REPORT_WAITING | EB_REPORT_QUOTA | EB_REPORT_TLS |                  \
+	 EB_REPORT_UPSTREAM)
+/* The upstream's row comes after every session's. */
+#define EB_REPORT_UPSTREAM_ID UINT64_MAX
 
 /* Rows in one REPORT; a table of 10,000 sessions is 79 pages. */
 #define EB_REPORT_ROWS_MAX 128

@@ -145,9 +145,19 @@ static void test_session_rules(void **state)
 	REFUSED(s.peer[0] = '\0');
 	REFUSED(memset(s.kind, 'x', sizeof(s.kind))); /* unterminated */
 	REFUSED(s.kind[0] = '\n');                    /* control character */
+	REFUSED(s.flags |= EB_REPORT_UPSTREAM);       /* the upstream is a source alone */
+	REFUSED(s.roles = EB_ROLE_SOURCE; s.flags = EB_REPORT_UPSTREAM;
+	        s.waiting_ms = 0); /* its id */
 	REFUSED(s.roles = EB_ROLE_SINK; s.health = EB_SOURCE_NONE; s.waiting_ms = 0;
 	        s.flags = EB_REPORT_ASLEEP); /* only a source sleeps */
 #undef REFUSED
+
+	s = session_sample();
+	s.roles = EB_ROLE_SOURCE;
+	s.flags = EB_REPORT_UPSTREAM;
+	s.waiting_ms = 0;
+	s.id = EB_REPORT_UPSTREAM_ID;
+	assert_true(eb_report_session_encode(&s, buf, sizeof(buf)) > 0);
 
 	s = session_sample();
 	s.bits_in = UINT64_MAX;

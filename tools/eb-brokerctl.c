@@ -149,6 +149,8 @@ static struct json_object *session_json(const struct eb_report_session *s, enum 
 		    o, "health", json_object_new_string(eb_source_health_to_string(s->health)));
 		json_object_object_add(o, "asleep",
 		                       json_object_new_boolean(s->flags & EB_REPORT_ASLEEP));
+		json_object_object_add(o, "upstream",
+		                       json_object_new_boolean(s->flags & EB_REPORT_UPSTREAM));
 	} else {
 		add_u64(o, "bits_served", s->bits_out);
 		add_u64(o, "bytes_drbg", s->bytes_drbg);
@@ -172,10 +174,11 @@ static int session_cells(const struct eb_report_session *s, enum command cmd, st
 		         s->claim_mbits_per_byte % 1000);
 		snprintf(d, sizeof(d), "%s%s", eb_source_health_to_string(s->health),
 		         s->flags & EB_REPORT_ASLEEP ? " (asleep)" : "");
-		return table_add_row(t, u64(s->id, e, sizeof(e)), s->user, s->peer,
-		                     s->kind[0] ? s->kind : "-", u64(s->bytes_in, a, sizeof(a)),
-		                     u64(s->bits_in, b, sizeof(b)), c, d,
-		                     ago(s->last_ms, f, sizeof(f)));
+		/* The upstream's id is a placeholder after every session's: not worth a column. */
+		return table_add_row(
+		    t, s->flags & EB_REPORT_UPSTREAM ? "-" : u64(s->id, e, sizeof(e)), s->user,
+		    s->peer, s->kind[0] ? s->kind : "-", u64(s->bytes_in, a, sizeof(a)),
+		    u64(s->bits_in, b, sizeof(b)), c, d, ago(s->last_ms, f, sizeof(f)));
 	}
 	if (s->flags & EB_REPORT_QUOTA)
 		u64(s->quota_left_bits, c, sizeof(c));

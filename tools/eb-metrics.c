@@ -206,8 +206,11 @@ static void write_broker(FILE *f, const struct eb_msg_status *st)
 static void write_sessions(FILE *f, const struct eb_report_session *v, size_t n)
 {
 	uint64_t health[_EB_SOURCE_HEALTH_MAX] = {}, asleep = 0, waiting = 0;
+	const struct eb_report_session *up = NULL;
 
 	for (size_t i = 0; i < n; i++) {
+		if (v[i].flags & EB_REPORT_UPSTREAM)
+			up = &v[i];
 		health[v[i].health]++;
 		asleep += !!(v[i].flags & EB_REPORT_ASLEEP);
 		waiting += !!(v[i].flags & EB_REPORT_WAITING);
@@ -221,6 +224,15 @@ static void write_sessions(FILE *f, const struct eb_report_session *v, size_t n)
 	sample(f, "eb_sources_asleep", asleep);
 	family(f, "eb_sinks_waiting", "gauge", "Sinks whose request waits for the pool.");
 	sample(f, "eb_sinks_waiting", waiting);
+	if (!up)
+		return;
+	/* Only a broker with an [upstream] has these. */
+	family(f, "eb_upstream_bits_in_total", "counter",
+	       "Bits credited from the upstream broker since start.");
+	sample(f, "eb_upstream_bits_in_total", up->bits_in);
+	family(f, "eb_upstream_failing", "gauge",
+	       "Whether the latest attempt to reach the upstream broker failed.");
+	sample(f, "eb_upstream_failing", up->health == EB_SOURCE_SILENT);
 }
 
 enum user_field {

@@ -6,10 +6,13 @@ and a REPORT read here, from docs/protocol.md's layout alone, agrees with eb-bro
 import json
 import os
 import re
+import socket
 import struct
+import subprocess
 import time
 
-from eblib import MSG, ROLE_ADMIN, ROLE_SINK, ROLE_SOURCE, Broker, Failure, Raw, check, draw, main, prog, run
+from eblib import (MSG, ROLE_ADMIN, ROLE_SINK, ROLE_SOURCE, Broker, Failure, Raw, check, draw, main,
+                   free_port, prog, run, tcp_listening, wait_for)
 
 HEALTH = {0: "-", 1: "new", 2: "ok", 3: "no-claim", 4: "stuck", 5: "silent"}
 
@@ -90,7 +93,8 @@ def test():
                 "alice": {"role": "source", "max-credit-per-byte": 8},
                 "vm1": {"role": "sink", "quota-bits-per-hour": 1048576},
                 "local": {"role": "source,sink,admin", "unix-uid": me, "key": False,
-                          "max-sessions": 400}},
+                          "max-sessions": 400},
+                "edge": {"role": "sink"}},
                broker_extra="max-local-sessions = 512").start()
     raws = []
     try:
@@ -193,7 +197,7 @@ def test():
 
         # The REPORT as docs/protocol.md lays it out agrees with eb-brokerctl.
         rows, nxt = report(admin, 2)
-        check(nxt == 0 and [r["name"] for r in rows] == ["admin", "alice", "vm1", "local"],
+        check(nxt == 0 and [r["name"] for r in rows] == ["admin", "alice", "vm1", "local", "edge"],
               f"users REPORT by hand: {[r['name'] for r in rows]}")
         by_hand = next(r for r in rows if r["name"] == "vm1")
         check(by_hand["bits_out"] == 8192 and by_hand["flags"] == 1, f"vm1 by hand: {by_hand}")
@@ -217,6 +221,60 @@ def test():
         many = [s for s in sources if s["kind"].startswith("many ")]
         check(len(many) >= 280 and len({s['id'] for s in sources}) == len(sources),
               f"eb-brokerctl sources pages through {len(sources)} sources")
+
+        # A broker that draws from this one lists its draw as a source; this one lists it as a
+        # sink, and the two agree on the bits.
+        for _ in range(4):
+            put(src, os.urandom(16384), 16384 * 8)
+        down = Broker({"admin": {"role": "admin"},
+                       "local": {"role": "admin", "unix-uid": me, "key": False}},
+                      capacity=131072, activate=False,
+                      broker_extra=f"""
+[upstream]
+broker = {b.tcp}
+user = edge
+key-file = {b.keys['edge']}
+low-water-percent = 50
+draw-bits = 16384
+""").start()
+        try:
+            def settled():
+                mine = [s for s in ctl_json(down, "sources") if s["upstream"]]
+                theirs = [s for s in ctl_json(b, "sinks") if s["user"] == "edge"]
+                if (mine and theirs and mine[0]["bits_credited"] >= 65536
+                        and mine[0]["bits_credited"] == theirs[0]["bits_served"]
+                        == down.status()["bits_in"]):
+                    return mine[0], theirs[0]
+                return None
+            mine, theirs = wait_for("the downstream to fill from this broker", settled, 30)
+            check(mine["kind"] == "upstream" and mine["peer"] == b.tcp and mine["user"] == "edge"
+                  and mine["health"] == "ok" and mine["tls"] is True,
+                  f"the downstream's sources: its draw from upstream, {mine['bits_credited']} bits: {mine}")
+            check(theirs["kind"] != "" and theirs["tls"] is True,
+                  f"this broker's sinks: the downstream, served {theirs['bits_served']} bits: {theirs}")
+            rows, _ = columns(ctl(down, "sources"))
+            check(rows[1][:4] == ["-", "edge", b.tcp, "upstream"],
+                  f"the downstream's sources table: {rows[1]}")
+            # eb-metrics says the same of it, once, as eb-metrics@.service would.
+            port = free_port()
+            exporter = subprocess.Popen(
+                ["systemd-socket-activate", "--accept", "-l", f"127.0.0.1:{port}",
+                 prog("eb-metrics"), "-b", down.unix], stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL)
+            try:
+                wait_for("eb-metrics' socket", lambda: tcp_listening(port), 10)
+                with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+                    s.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
+                    text = b"".join(iter(lambda: s.recv(65536), b"")).decode()
+                up = re.search(r"^eb_upstream_bits_in_total (\d+)$", text, re.M)
+                check(up is not None and int(up.group(1)) >= mine["bits_credited"]
+                      and "\neb_upstream_failing 0\n" in text,
+                      f"eb-metrics: eb_upstream_bits_in_total {up and up.group(1)}, not failing")
+            finally:
+                exporter.terminate()
+                exporter.wait(10)
+        finally:
+            down.cleanup()
 
         # Only an admin may ask.
         src.send(MSG["REPORT_REQ"], struct.pack(">B3xQ", 1, 0))
