@@ -89,16 +89,34 @@ done:
 	return r;
 }
 
-static void enable_all(struct eb_listeners *ls, int enabled)
+/* Returns the first failure, after trying every listener. */
+static int enable_all(struct eb_listeners *ls, int enabled)
 {
-	for (unsigned i = 0; i < ls->n; i++)
-		(void)sd_event_source_set_enabled(ls->v[i].src, enabled);
+	int r = 0;
+
+	for (unsigned i = 0; i < ls->n; i++) {
+		int k = sd_event_source_set_enabled(ls->v[i].src, enabled);
+
+		if (k < 0 && r == 0)
+			r = k;
+	}
+	return r;
 }
 
 static int on_backoff_timer(sd_event_source *src, uint64_t usec, void *userdata)
 {
+	struct eb_listeners *ls = userdata;
+	int r;
+
 	(void)src, (void)usec;
-	enable_all(userdata, SD_EVENT_ON);
+	/* A listener left off would stop the server accepting for good, without a word: rest
+	 * again and retry, and tell the owner as for a failed accept(). */
+	r = enable_all(ls, SD_EVENT_ON);
+	if (r < 0 && ls->n > 0) {
+		eb_listeners_pause(ls);
+		if (ls->on_error)
+			ls->on_error(&ls->v[0], r, ls->backoff_usec, ls->userdata);
+	}
 	return 0;
 }
 
@@ -121,7 +139,8 @@ void eb_listeners_pause(struct eb_listeners *ls)
 		log_debug_errno(r, "Failed to arm the accept back-off timer, not pausing: %m");
 		return;
 	}
-	enable_all(ls, SD_EVENT_OFF);
+	/* One that stays on only spins until the timer; nothing is lost. */
+	(void)enable_all(ls, SD_EVENT_OFF);
 }
 
 static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userdata)

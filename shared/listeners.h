@@ -30,8 +30,9 @@ struct eb_listener {
 
 /* A connection accepted on l: fd is non-blocking and close-on-exec, and the callee's to close. */
 typedef void (*eb_accept_fn)(struct eb_listener *l, int fd, void *userdata);
-/* accept() on l failed with error (a negative errno) and every listener rests for pause_usec:
- * the owner decides whether and how often to say so. */
+/* accept() on l failed with error (a negative errno), or after a rest the listeners could not be
+ * turned on again, and every listener rests for pause_usec: the owner decides whether and how
+ * often to say so. */
 typedef void (*eb_accept_error_fn)(struct eb_listener *l, int error, uint64_t pause_usec,
                                    void *userdata);
 

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -117,6 +118,19 @@ static void test_refusals(void **state)
 	close(SD_LISTEN_FDS_START + 1);
 }
 
+/* The seam: with fail_enable set, turning a listener on fails as sd-event does when epoll_ctl()
+ * has no memory; everything else goes to sd-event. */
+static bool fail_enable;
+
+int __real_sd_event_source_set_enabled(sd_event_source *s, int enabled);
+int __wrap_sd_event_source_set_enabled(sd_event_source *s, int enabled);
+int __wrap_sd_event_source_set_enabled(sd_event_source *s, int enabled)
+{
+	if (fail_enable && enabled == SD_EVENT_ON)
+		return -ENOMEM;
+	return __real_sd_event_source_set_enabled(s, enabled);
+}
+
 struct seen {
 	unsigned accepted, errors;
 	int error;
@@ -217,13 +231,67 @@ static void test_backoff(void **state)
 	sd_event_unref(e);
 }
 
+/* A listener that cannot be turned on again after a pause is not left off in silence: the owner
+ * hears of it, the listeners rest again, and the next timer tries again. */
+static void test_reenable_fails(void **state)
+{
+	struct eb_listeners ls = {};
+	struct seen seen = {};
+	struct rlimit saved, tight;
+	sd_event *e = NULL;
+	int fd, c1, probe, enabled;
+
+	(void)state;
+	assert_int_equal(sd_event_new(&e), 0);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	autobind(fd);
+	assert_int_equal(listen(fd, 8), 0);
+	assert_int_equal(eb_listeners_add(&ls, fd, "test", NULL), 0);
+	assert_int_equal(eb_listeners_start(&ls, e, on_accept, on_error, &seen), 0);
+
+	/* A pause, as in test_backoff. */
+	c1 = connect_to(fd);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+	probe = dup(0);
+	assert_true(probe >= 0);
+	close(probe);
+	tight = saved;
+	tight.rlim_cur = (rlim_t)probe;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &tight), 0);
+	assert_true(sd_event_run(e, 1000000) > 0);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+	assert_int_equal(seen.errors, 1);
+	assert_int_equal(seen.error, -EMFILE);
+
+	/* The timer cannot turn the listener on: said, and another, longer rest. */
+	fail_enable = true;
+	assert_true(sd_event_run(e, 1000000) > 0);
+	fail_enable = false;
+	assert_int_equal(seen.errors, 2);
+	assert_int_equal(seen.error, -ENOMEM);
+	assert_true(seen.pause_usec == 2 * EB_ACCEPT_BACKOFF_MIN_USEC);
+	assert_int_equal(sd_event_source_get_enabled(ls.v[0].src, &enabled), 0);
+	assert_int_equal(enabled, SD_EVENT_OFF);
+	assert_int_equal(seen.accepted, 0);
+
+	/* The next timer succeeds, and the waiting peer is taken. */
+	assert_true(sd_event_run(e, 1000000) > 0); /* the timer */
+	assert_true(sd_event_run(e, 1000000) > 0); /* the accept */
+	assert_int_equal(seen.accepted, 1);
+	assert_int_equal(seen.errors, 2);
+
+	eb_listeners_done(&ls);
+	close(c1);
+	sd_event_unref(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_not_activated),
-	    cmocka_unit_test(test_take_fds),
-	    cmocka_unit_test(test_refusals),
-	    cmocka_unit_test(test_backoff),
+	    cmocka_unit_test(test_not_activated),  cmocka_unit_test(test_take_fds),
+	    cmocka_unit_test(test_refusals),       cmocka_unit_test(test_backoff),
+	    cmocka_unit_test(test_reenable_fails),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
