@@ -61,16 +61,16 @@ static uint32_t ms_since(uint64_t then, uint64_t now)
 
 static enum eb_source_health source_health(const struct session *s, uint64_t now)
 {
-	if (!(s->roles & EB_ROLE_SOURCE))
-		return EB_SOURCE_NONE;
-	/* Asleep, a source is silent because it was told to be. */
-	if (!s->asleep && ms_since(s->last_usec, now) >= EB_SOURCE_SILENT_MS)
-		return EB_SOURCE_SILENT;
-	if (s->bytes_in == 0)
-		return EB_SOURCE_NEW;
-	if (s->put_stuck)
-		return EB_SOURCE_STUCK;
-	return s->put_claimed ? EB_SOURCE_OK : EB_SOURCE_NO_CLAIM;
+	struct eb_source_seen seen = {
+	    .source = s->roles & EB_ROLE_SOURCE,
+	    .asleep = s->asleep,
+	    .idle_ms = ms_since(s->last_usec, now),
+	    .bytes_in = s->bytes_in,
+	    .put_claimed = s->put_claimed,
+	    .put_stuck = s->put_stuck,
+	};
+
+	return eb_source_health(&seen);
 }
 
 /* The user's quota bucket now, or false when the user has none. */

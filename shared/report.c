@@ -418,6 +418,20 @@ int eb_report_next_user(struct eb_report_rows *it, struct eb_report_user *ret)
 	return 1;
 }
 
+enum eb_source_health eb_source_health(const struct eb_source_seen *s)
+{
+	if (!s->source)
+		return EB_SOURCE_NONE;
+	/* Asleep, a source is quiet because it was told to be. */
+	if (!s->asleep && s->idle_ms >= EB_SOURCE_SILENT_MS)
+		return EB_SOURCE_SILENT;
+	if (s->bytes_in == 0)
+		return EB_SOURCE_NEW;
+	if (s->put_stuck)
+		return EB_SOURCE_STUCK;
+	return s->put_claimed ? EB_SOURCE_OK : EB_SOURCE_NO_CLAIM;
+}
+
 static const char *const table_names[_EB_REPORT_TABLE_MAX] = {
     [EB_REPORT_SESSIONS] = "sessions",
     [EB_REPORT_USERS] = "users",

@@ -32,6 +32,20 @@ enum eb_source_health {
  * tests failed sends nothing until they pass again. */
 #define EB_SOURCE_SILENT_MS 60000
 
+/* What the broker knows of a source session, for eb_source_health(). */
+struct eb_source_seen {
+	bool source;      /* the session has the source role */
+	bool asleep;      /* told to SLEEP */
+	uint32_t idle_ms; /* since its last PUT (or HELLO) */
+	uint64_t bytes_in;
+	bool put_claimed; /* the latest PUT claimed credit, after the user's cap */
+	bool put_stuck;   /* the broker's own test withheld the latest PUT's credit */
+};
+
+/* The health column: silent first (a source that has gone quiet matters more than what its last
+ * PUT was), then new, stuck, no-claim or ok by the latest PUT. */
+enum eb_source_health eb_source_health(const struct eb_source_seen *s);
+
 /* Session flags. */
 enum {
 	EB_REPORT_ASLEEP = 1 << 0,   /* told to SLEEP, no WAKE yet */

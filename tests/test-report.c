@@ -239,6 +239,31 @@ static void test_pages(void **state)
 	assert_int_equal(page(EB_REPORT_SESSIONS, rows, 2 * first, 2, 0), -EINVAL);
 }
 
+static void test_health(void **state)
+{
+	struct eb_source_seen s = {.source = true, .bytes_in = 1, .put_claimed = true};
+
+	(void)state;
+	assert_int_equal(eb_source_health(&s), EB_SOURCE_OK);
+	s.put_claimed = false;
+	assert_int_equal(eb_source_health(&s), EB_SOURCE_NO_CLAIM);
+	s.put_stuck = true;
+	assert_int_equal(eb_source_health(&s), EB_SOURCE_STUCK);
+	s.idle_ms = EB_SOURCE_SILENT_MS - 1;
+	assert_int_equal(eb_source_health(&s), EB_SOURCE_STUCK);
+	s.idle_ms = EB_SOURCE_SILENT_MS;
+	assert_int_equal(eb_source_health(&s), EB_SOURCE_SILENT);
+	/* Told to rest, it is not silent but as its last PUT left it. */
+	s.asleep = true;
+	assert_int_equal(eb_source_health(&s), EB_SOURCE_STUCK);
+	s.bytes_in = 0;
+	assert_int_equal(eb_source_health(&s), EB_SOURCE_NEW);
+	s.asleep = false;
+	assert_int_equal(eb_source_health(&s), EB_SOURCE_SILENT);
+	s.source = false;
+	assert_int_equal(eb_source_health(&s), EB_SOURCE_NONE);
+}
+
 static void test_strings(void **state)
 {
 	(void)state;
@@ -255,7 +280,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_golden),     cmocka_unit_test(test_session_rules),
 	    cmocka_unit_test(test_user_rules), cmocka_unit_test(test_pages),
-	    cmocka_unit_test(test_strings),
+	    cmocka_unit_test(test_health),     cmocka_unit_test(test_strings),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
