@@ -8,3 +8,7 @@
  * errno (write(2)'s). On a pipe or socket whose reader is gone that is -EPIPE only where
  * SIGPIPE is ignored. */
 int eb_write_all(int fd, const void *buf, size_t len);
+
+/* The same for a socket with send(MSG_NOSIGNAL): a peer that has gone is -EPIPE, never a
+ * SIGPIPE, whatever the program's disposition. */
+int eb_send_all(int fd, const void *buf, size_t len);

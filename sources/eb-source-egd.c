@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "io.h"
 #include "log.h"
 #include "proto.h"
 #include "source.h"
@@ -73,21 +74,6 @@ static int read_exact(int fd, uint8_t *buf, size_t len, int timeout_ms)
 			return negative_errno();
 		if (k == 0)
 			return -ECONNRESET;
-		buf += k;
-		len -= (size_t)k;
-	}
-	return 0;
-}
-
-static int write_exact(int fd, const uint8_t *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t k = send(fd, buf, len, MSG_NOSIGNAL);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return negative_errno();
 		buf += k;
 		len -= (size_t)k;
 	}
@@ -192,7 +178,7 @@ static int egd_level(int fd, uint32_t *ret)
 	uint8_t cmd = EGD_CMD_LEVEL, b[4];
 	int r;
 
-	r = write_exact(fd, &cmd, 1);
+	r = eb_send_all(fd, &cmd, 1);
 	if (r < 0)
 		return r;
 	r = read_exact(fd, b, sizeof(b), TIMEOUT_MS);
@@ -213,7 +199,7 @@ static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
 	if (!e->nonblocking) {
 		/* 0x02: exactly n bytes come back, as the server has them. */
 		req[0] = EGD_CMD_READ_BLOCK;
-		r = write_exact(e->fd, req, sizeof(req));
+		r = eb_send_all(e->fd, req, sizeof(req));
 		if (r >= 0)
 			r = read_exact(e->fd, buf, n, -1);
 		if (r < 0)
@@ -226,7 +212,7 @@ static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
 		/* 0x01: a count, at most what was asked, then that many bytes; 0 when the
 		 * server has nothing, and then we back off rather than spin. */
 		req[0] = EGD_CMD_READ_NONBLOCK;
-		r = write_exact(e->fd, req, sizeof(req));
+		r = eb_send_all(e->fd, req, sizeof(req));
 		if (r >= 0)
 			r = read_exact(e->fd, &k, 1, TIMEOUT_MS);
 		if (r >= 0 && k > n)

@@ -16,6 +16,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "cli.h"
+#include "io.h"
 #include "log.h"
 #include "macro.h"
 #include "report.h"
@@ -341,21 +342,6 @@ static int write_metrics(struct eb_client *c, FILE *f)
 	return 0;
 }
 
-static int send_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 static void drain(int fd, uint64_t deadline)
 {
 	char buf[4096];
@@ -404,9 +390,9 @@ static int respond(int fd, int status, const char *body, size_t len, bool head)
 	             status == 200 ? "text/plain; version=0.0.4; charset=utf-8"
 	                           : "text/plain; charset=utf-8",
 	             len, status == 405 ? "Allow: GET, HEAD\r\n" : "");
-	r = send_all(fd, hdr, (size_t)n);
+	r = eb_send_all(fd, hdr, (size_t)n);
 	if (r >= 0 && !head)
-		r = send_all(fd, body, len);
+		r = eb_send_all(fd, body, len);
 	/* The response is whole: say so, then read what the client still sends (a request cut
 	 * short at REQUEST_MAX) until it closes, for a while: closing with unread bytes would
 	 * reset the connection, and the client might lose the response with it. */
