@@ -9,7 +9,7 @@ import threading
 import time
 
 from attacklib import (MSG, ROLE_SINK, Legit, Raw, Window, check, expect, legit_during, main,
-                       run_attacker, start_broker)
+                       need_root, run_attacker, start_broker)
 
 QUOTA = 8192
 SLACK = 2048
@@ -44,6 +44,8 @@ def drain(report, b):
 
 
 def test():
+    # Its raw peers connect as other uids.
+    need_root("to connect as uid 1001")
     b = start_broker(users={"greedy": {"role": "sink", "unix-uid": 1001, "key": False,
                                        "quota-bits-per-hour": QUOTA}},
                      capacity=CAPACITY, prime_bytes=CAPACITY // 8 + 32 * 1024)

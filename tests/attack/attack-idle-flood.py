@@ -15,7 +15,7 @@ import socket
 import time
 
 from attacklib import (ATTACKER, MSG, ROLE_SINK, Legit, Raw, Window, check, expect, legit_during,
-                       main, run_attacker, start_broker, wait_closed)
+                       main, need_root, run_attacker, start_broker, wait_closed)
 
 CONNECTIONS = 1100
 DURATION_S = 30
@@ -113,6 +113,8 @@ def sessions_per_user(b):
 
 
 def test():
+    # Its raw peers connect as other uids.
+    need_root("to connect as uid 1000")
     b = start_broker(users={"carl": {"role": "sink", "unix-uid": 1000, "key": False}},
                      user_keys={"carl": "max-sessions = 4"})
     try:

@@ -11,7 +11,8 @@ import select
 import struct
 import time
 
-from attacklib import (MSG, ROLE_SINK, Legit, Raw, Window, check, expect, main, start_broker)
+from attacklib import (MSG, ROLE_SINK, Legit, Raw, Window, check, expect, main, need_root,
+                       start_broker)
 
 FRAME_TIMEOUT = 2
 SLACK = 5
@@ -59,6 +60,8 @@ def streaming(b):
 
 
 def test():
+    # Its raw peers connect as other uids.
+    need_root("to connect as uid 1000 and 1001")
     b = start_broker(users={"rawsink": {"role": "sink", "unix-uid": 1000, "key": False},
                             "rawsource": {"role": "source", "unix-uid": 1001, "key": False}},
                      new_keys=f"frame-timeout-sec = {FRAME_TIMEOUT}")

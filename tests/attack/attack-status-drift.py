@@ -9,7 +9,7 @@ import struct
 import time
 
 from attacklib import (MSG, ROLE_SINK, ROLE_SOURCE, Legit, Raw, Window, check, expect, main,
-                       start_broker)
+                       need_root, start_broker)
 
 ROUNDS = 20  # of each kind
 
@@ -59,6 +59,8 @@ def wait_counts(b, want, timeout=10):
 
 
 def test():
+    # Its raw peers connect as other uids.
+    need_root("to connect as uid 1000 and 1001")
     b = start_broker(users={"rawsink": {"role": "sink", "unix-uid": 1000, "key": False},
                             "rawsource": {"role": "source", "unix-uid": 1001, "key": False}})
     try:

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import eblib  # noqa: E402
 from eblib import (MSG, ROLE_ADMIN, ROLE_SINK, ROLE_SOURCE, SKIP, Broker,  # noqa: E402,F401
-                   Failure, Raw, check, prog)
+                   Failure, Raw, check, need_root, prog)
 
 ATTACKER = "127.0.0.2"
 LEGIT_BOUND_MS = 10000  # generous: CI is a loaded two-core machine

@@ -23,6 +23,8 @@ MSG = {"HELLO": 1, "WELCOME": 2, "PUT": 3, "PUT_ACK": 4, "GET": 5, "DATA": 6, "E
        "SLEEP": 8, "WAKE": 9, "QUOTA": 10, "ERROR": 11, "STATUS_REQ": 12, "STATUS": 13,
        "REPORT_REQ": 14, "REPORT": 15}
 ROLE_SOURCE, ROLE_SINK, ROLE_ADMIN = 1, 2, 4
+# The uid the tests run as: a broker maps it (unix-uid) to the user its local clients are.
+ME = os.getuid()
 
 
 def prog(name):
@@ -33,15 +35,39 @@ def prog(name):
     raise FileNotFoundError(name)
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def reserve_port():
+    """A TCP port on 127.0.0.1 kept for the caller, so that tests can run side by side: a socket
+    bound to it with SO_REUSEADDR that never listens. A server that binds the port with
+    SO_REUSEADDR too (systemd-socket-activate, eb-brokerd, Go's and most daemons' listeners) can
+    listen on it; any other bind() fails, and the kernel picks it neither for bind(0) nor for a
+    connect(). Returns (socket, port); the port is the caller's until it closes the socket.
+    (systemd-socket-activate refuses port 0, so the port cannot simply be read back.)"""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    return s, s.getsockname()[1]
+
+
+def closed_port():
+    """A TCP port on 127.0.0.1 where connections are refused, and stay refused while the returned
+    socket is open: it is bound without SO_REUSEADDR and never listens, so nobody else can
+    listen there. Returns (socket, port)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    return s, s.getsockname()[1]
 
 
 def need(tool):
     if shutil.which(tool) is None:
         print(f"SKIP: needs {tool}")
+        sys.exit(SKIP)
+
+
+def need_root(what):
+    """Skips the test (exit 77, saying what it needed) unless it runs as root. Raised as SystemExit,
+    so that the test's finally: clauses still stop what it started."""
+    if os.geteuid() != 0:
+        print(f"SKIP: needs root {what}")
         sys.exit(SKIP)
 
 
@@ -66,7 +92,8 @@ class Broker:
         self.tmp = tmp or tempfile.mkdtemp(prefix="eb-it-")
         # Raw clients connect as other uids; they must reach the socket to be refused by it.
         os.chmod(self.tmp, 0o755)
-        self.port = free_port()
+        # Held for the broker's whole life, restarts included: tests run in parallel.
+        self.port_holder, self.port = reserve_port()
         self.sock = os.path.join(self.tmp, "broker.sock")
         self.log = os.path.join(self.tmp, "broker.log")
         self.seed = os.path.join(self.tmp, "seed")
@@ -172,6 +199,7 @@ class Broker:
 
     def cleanup(self):
         self.stop(signal.SIGKILL)
+        self.port_holder.close()
         # A sanitizer's report in the broker's log fails the test that ran it.
         report = re.search(r"((ERROR|WARNING): (Address|Thread|Leak)Sanitizer|runtime error:).*",
                            self.read_log())
@@ -253,6 +281,7 @@ class Raw:
         """uid: connect as that uid, with gid (default: the same number) as its primary group
         and no other groups."""
         if uid is not None:
+            need_root(f"to connect as uid {uid}")
             # Connect from a child that dropped to uid, then take its socket.
             a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             pid = os.fork()

@@ -6,12 +6,12 @@ same binary binds --listen addresses itself when not activated."""
 import os
 import time
 
-from eblib import Broker, check, donate, draw, main, prog, run
+from eblib import ME, Broker, check, donate, draw, main, prog, run
 
 
 def test():
     users = {"alice": {"role": "source"}, "bob": {"role": "sink"}, "admin": {"role": "admin"},
-             "local": {"role": "sink,admin", "unix-uid": 0, "key": False}}
+             "local": {"role": "sink,admin", "unix-uid": ME, "key": False}}
     b = Broker(users).start()
     try:
         time.sleep(0.3)

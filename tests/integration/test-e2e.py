@@ -4,7 +4,7 @@
 over TLS and over unix, and nothing comes out that was not credited in."""
 import os
 
-from eblib import Broker, check, donate, draw, main, prog, run
+from eblib import ME, Broker, check, donate, draw, main, prog, run
 
 
 def test():
@@ -12,7 +12,7 @@ def test():
         "alice": {"role": "source"},
         "bob": {"role": "sink"},
         "admin": {"role": "admin"},
-        "local": {"role": "sink", "unix-uid": 0, "key": False},
+        "local": {"role": "sink", "unix-uid": ME, "key": False},
     }).start()
     try:
         data = os.path.join(b.tmp, "noise")

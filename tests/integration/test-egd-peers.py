@@ -14,7 +14,8 @@ import subprocess
 import sys
 import time
 
-from eblib import SKIP, Broker, Failure, check, donate, free_port, main, need, prog
+from eblib import (ME, SKIP, Broker, Failure, check, donate, main, need, need_root, prog,
+                   reserve_port)
 
 
 def counters(log):
@@ -39,7 +40,7 @@ class Sink:
     def __init__(self, b):
         need("systemd-socket-activate")
         self.path = os.path.join(b.tmp, "egd-pool")
-        self.port = free_port()
+        self.port_holder, self.port = reserve_port()
         self.log = os.path.join(b.tmp, "egd.log")
         self.logf = open(self.log, "wb")
         # The fd names the units give.
@@ -74,6 +75,7 @@ class Sink:
                 self.proc.kill()
                 self.proc.wait()
         self.logf.close()
+        self.port_holder.close()
         with open(self.log, errors="replace") as f:
             return self.proc.returncode, f.read()
 
@@ -148,8 +150,11 @@ def eb_server_egd(b, sink):
 
 
 def test():
+    # Both peers want root: ekeyd-egd-linux for RNDADDENTROPY and its mount namespace,
+    # eb_server_egd for its PID file in /var/run.
+    need_root("for the EGD peers (RNDADDENTROPY, a mount namespace, /var/run)")
     b = Broker({"alice": {"role": "source", "max-credit-per-byte": 8},
-                "local": {"role": "sink", "unix-uid": 0, "key": False}},
+                "local": {"role": "sink", "unix-uid": ME, "key": False}},
                capacity=8 * 1048576).start()
     try:
         noise = os.path.join(b.tmp, "noise")

@@ -13,7 +13,7 @@ import struct
 import subprocess
 import time
 
-from eblib import Broker, Failure, check, donate, main, need, prog
+from eblib import ME, Broker, Failure, check, donate, main, need, prog
 
 # Raw protocol helpers: each reads exactly what the protocol promises, and no more.
 
@@ -345,21 +345,21 @@ def test():
     # uid 0 reaches the broker over unix as "local": a sink only, then a sink that may donate.
     b = Broker({"alice": {"role": "source", "max-credit-per-byte": 8},
                 "admin": {"role": "admin"},
-                "local": {"role": "sink", "unix-uid": 0, "key": False}},
+                "local": {"role": "sink", "unix-uid": ME, "key": False}},
                capacity=8 * 1048576).start()
     try:
         test_protocol(b)
     finally:
         b.cleanup()
     b = Broker({"alice": {"role": "source", "max-credit-per-byte": 8},
-                "local": {"role": "sink", "unix-uid": 0, "key": False}}).start()
+                "local": {"role": "sink", "unix-uid": ME, "key": False}}).start()
     try:
         test_empty(b)
     finally:
         b.cleanup()
     b = Broker({"alice": {"role": "source", "max-credit-per-byte": 8},
                 "admin": {"role": "admin"},
-                "local": {"role": "source,sink", "unix-uid": 0, "key": False,
+                "local": {"role": "source,sink", "unix-uid": ME, "key": False,
                           "max-credit-per-byte": 8}}).start()
     try:
         p = donate(b, "alice", noise(b, "noise3", 16 * 1024))
@@ -368,7 +368,7 @@ def test():
     finally:
         b.cleanup()
     b = Broker({"alice": {"role": "source", "max-credit-per-byte": 8},
-                "local": {"role": "sink", "unix-uid": 0, "key": False}},
+                "local": {"role": "sink", "unix-uid": ME, "key": False}},
                capacity=8 * 1048576).start()
     try:
         test_big_buffer(b)

@@ -14,7 +14,7 @@ import subprocess
 import threading
 import time
 
-from eblib import MSG, Broker, check, donate, free_port, main, prog
+from eblib import MSG, Broker, check, closed_port, donate, main, prog
 
 N = 1024 * 1024
 USERS = {
@@ -192,7 +192,8 @@ def test():
         # 3. No broker at all yet: the sink backs off and retries until one comes up.
         late = Broker(USERS, capacity=CAPACITY, keys=first.keys)
         t0 = time.monotonic()
-        p = sink("-b", f"tcp://127.0.0.1:{free_port()}", "-b", late.unix, "-u", "bob", "-k",
+        dead, dead_port = closed_port()
+        p = sink("-b", f"tcp://127.0.0.1:{dead_port}", "-b", late.unix, "-u", "bob", "-k",
                  first.keys["bob"])
         time.sleep(1.5)
         late.start()
@@ -203,6 +204,7 @@ def test():
               f"the sink, backing off meanwhile, then draws all N bytes in {took:.1f} s "
               f"({p.returncode}, {len(out)}, {err.decode(errors='replace').strip()[-300:]})")
         check(took < 10, "the backoff (100 ms doubling, with jitter) found it within seconds")
+        dead.close()
 
         # 4. A broker that accepts and never answers HELLO: --timeout holds all the same.
         silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -11,7 +11,7 @@ import socket
 import struct
 import time
 
-from eblib import MSG, ROLE_SINK, ROLE_SOURCE, Broker, Raw, check, main
+from eblib import ME, MSG, ROLE_SINK, ROLE_SOURCE, Broker, Raw, check, main
 
 # GETs are sent this far apart, so that the broker reads them in the order they were sent; all of
 # a round fits well inside the 250 ms a GET waits before EMPTY.
@@ -51,7 +51,7 @@ def test():
     b = Broker({
         "admin": {"role": "admin"},
         "src": {"role": "source", "unix-uid": 1001, "key": False},
-        "local": {"role": "sink", "unix-uid": 0, "key": False},
+        "local": {"role": "sink", "unix-uid": ME, "key": False},
     }).start()
     try:
         src = Raw(b.sock, uid=1001)

@@ -7,7 +7,7 @@ import os
 import struct
 import time
 
-from eblib import MSG, ROLE_SINK, ROLE_SOURCE, Broker, Raw, check, draw, main
+from eblib import ME, MSG, ROLE_SINK, ROLE_SOURCE, Broker, Raw, check, draw, main
 
 CAPACITY = 65536
 
@@ -25,7 +25,7 @@ def test():
     b = Broker({
         "admin": {"role": "admin"},
         "rawsource": {"role": "source", "unix-uid": 1001, "key": False},
-        "local": {"role": "sink", "unix-uid": 0, "key": False},
+        "local": {"role": "sink", "unix-uid": ME, "key": False},
         "metered": {"role": "sink", "unix-uid": 1002, "key": False,
                     "quota-bits-per-hour": 8192},
     }, capacity=CAPACITY,

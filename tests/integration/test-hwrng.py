@@ -9,7 +9,7 @@ import re
 import select
 import time
 
-from eblib import SKIP, Broker, check, main, prog, run
+from eblib import ME, SKIP, Broker, check, main, prog, run
 
 DEV = "/dev/hwrng"
 SAMPLES = 16384
@@ -43,7 +43,7 @@ def test():
         print(f"SKIP: {why}")
         raise SystemExit(SKIP)
     b = Broker({"admin": {"role": "admin"},
-                "local": {"role": "source", "unix-uid": 0, "key": False}},
+                "local": {"role": "source", "unix-uid": ME, "key": False}},
                capacity=64 * 1024 * 1024).start()
     try:
         dump = os.path.join(b.tmp, "hwrng.raw")

@@ -10,7 +10,7 @@ import socket
 import struct
 import time
 
-from eblib import MSG, Broker, Raw, check, main, prog, run
+from eblib import ME, MSG, Broker, Raw, check, main, prog, run
 
 ERR_BUSY = 8
 
@@ -129,7 +129,7 @@ def drbg_small_quota(b):
 
 def test():
     b = Broker({"admin": {"role": "admin"},
-                "local": {"role": "source, sink", "unix-uid": 0, "key": False}},
+                "local": {"role": "source, sink", "unix-uid": ME, "key": False}},
                broker_extra="max-sessions = 2\nmax-local-sessions = 2\n"
                             "hello-timeout-sec = 60\n").start()
     try:
@@ -139,7 +139,7 @@ def test():
         b.cleanup()
 
     b = Broker({"admin": {"role": "admin"},
-                "local": {"role": "source", "unix-uid": 0, "key": False},
+                "local": {"role": "source", "unix-uid": ME, "key": False},
                 "tiny": {"role": "sink", "unix-uid": 1000, "key": False,
                          "quota-bits-per-hour": 256}},
                broker_extra="max-handshakes = 2\nhello-timeout-sec = 60\n").start()

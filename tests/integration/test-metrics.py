@@ -14,7 +14,8 @@ import time
 import urllib.parse
 import urllib.request
 
-from eblib import SKIP, Broker, Failure, check, donate, free_port, main, need, prog, run, tcp_listening
+from eblib import (SKIP, Broker, Failure, check, donate, main, need, prog, reserve_port, run,
+                   tcp_listening)
 
 
 def http(port, request, timeout=20):
@@ -80,7 +81,7 @@ def test():
     b = Broker({"alice": {"role": "source", "max-credit-per-byte": 8},
                 "admin": {"role": "admin"},
                 "scraper": {"role": "admin", "unix-uid": os.getuid(), "key": False}}).start()
-    mport, pport = free_port(), free_port()
+    (mhold, mport), (phold, pport) = reserve_port(), reserve_port()
     exporter = prom = None
     try:
         # As eb-metrics.socket: Accept=yes, the connection is fd 3 of a process of its own.
@@ -173,6 +174,8 @@ def test():
     finally:
         stop(prom)
         stop(exporter)
+        mhold.close()
+        phold.close()
         log = os.path.join(b.tmp, "metrics.log")
         report = None
         if os.path.exists(log):

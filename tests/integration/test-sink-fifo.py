@@ -9,7 +9,7 @@ import stat
 import subprocess
 import time
 
-from eblib import Broker, check, donate, main, prog, run
+from eblib import ME, Broker, check, donate, main, prog, run
 
 
 def read_fifo(path, n, buffering=-1):
@@ -26,7 +26,7 @@ def read_fifo(path, n, buffering=-1):
 def test():
     b = Broker({"alice": {"role": "source", "max-credit-per-byte": 8},
                 "admin": {"role": "admin"},
-                "local": {"role": "sink", "unix-uid": 0, "key": False}},
+                "local": {"role": "sink", "unix-uid": ME, "key": False}},
                capacity=8 * 1048576).start()
     sink = None
     try:

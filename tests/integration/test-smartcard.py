@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 
-from eblib import SKIP, Broker, check, free_port, main, prog
+from eblib import SKIP, Broker, check, main, prog, reserve_port
 
 VPCD = "/usr/lib/pcsc/drivers/serial/libifdvpcd.so"
 # Debian 12's python3-virtualsmartcard installs its package under site-packages/virtualsmartcard
@@ -45,7 +45,7 @@ class Pcsc:
         self.conf = os.path.join(tmp, "reader.conf.d")
         os.makedirs(self.run)
         os.makedirs(self.conf)
-        self.port = free_port()
+        self.port_holder, self.port = reserve_port()
         with open(os.path.join(self.conf, "vpcd"), "w") as f:
             f.write(f'FRIENDLYNAME "EB test PCD"\nDEVICENAME /dev/null:0x{self.port:X}\n'
                     f"LIBPATH {VPCD}\nCHANNELID 0x{self.port:X}\n")
@@ -108,6 +108,7 @@ class Pcsc:
     def cleanup(self):
         self.remove()
         self.stop_pcscd()
+        self.port_holder.close()
 
 
 def size(path):

@@ -14,7 +14,7 @@ import subprocess
 import threading
 import time
 
-from eblib import SKIP, Broker, check, free_port, main, prog, run
+from eblib import ME, SKIP, Broker, check, main, need_root, prog, reserve_port, run
 
 EB_PROGRAMS = ("entropy_broker", "eb_server_linux_kernel", "eb_client_egd")
 
@@ -25,7 +25,8 @@ class OldBroker:
     def __init__(self, tmp):
         self.tmp = os.path.join(tmp, "eb29")
         os.mkdir(self.tmp)
-        self.port, self.web, self.egd_port = free_port(), free_port(), free_port()
+        self.holders = []
+        self.port, self.web, self.egd_port = (self.reserve() for _ in range(3))
         self.sock = os.path.join(self.tmp, "egd.sock")
         with open("/etc/entropybroker/entropy_broker.conf") as f:
             conf = f.read()
@@ -76,6 +77,11 @@ class OldBroker:
         except OSError:
             return False
 
+    def reserve(self):
+        holder, port = reserve_port()
+        self.holders.append(holder)
+        return port
+
     def stop(self):
         for p in self.procs:
             if p.poll() is None:
@@ -86,6 +92,8 @@ class OldBroker:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        for h in self.holders:
+            h.close()
 
 
 def bad_server(path):
@@ -124,8 +132,10 @@ def test():
     if missing or not os.path.exists("/etc/entropybroker/entropy_broker.conf"):
         print(f"SKIP: needs Debian's entropybroker package ({', '.join(missing)})")
         raise SystemExit(SKIP)
+    # Entropy Broker 2.9's daemons write their PID files to /var/run.
+    need_root("for Entropy Broker 2.9's PID files in /var/run")
     b = Broker({"admin": {"role": "admin"},
-                "local": {"role": "source", "unix-uid": 0, "key": False}},
+                "local": {"role": "source", "unix-uid": ME, "key": False}},
                capacity=64 * 1024 * 1024).start()
     old = OldBroker(b.tmp)
     try:

@@ -21,7 +21,7 @@ import termios
 import threading
 import time
 
-from eblib import Broker, check, main, need, prog, run
+from eblib import ME, Broker, check, main, need, prog, run
 
 F_SETPIPE_SZ = 1031
 
@@ -324,7 +324,7 @@ def test():
                               ("tty", test_tty, 64 * 1024 * 1024),
                               ("sleep", test_sleep, 262144)]:
         b = Broker({"admin": {"role": "admin"},
-                    "local": {"role": "source, sink", "unix-uid": 0, "key": False}},
+                    "local": {"role": "source, sink", "unix-uid": ME, "key": False}},
                    capacity=capacity,
                    broker_extra="low-water-percent = 25\nhigh-water-percent = 90").start()
         try:
