@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The operators' pages keep up with what is installed: every unit in units/ has a man page of its
+own name in docs/man (a group page, or a .so alias to one that names the unit in NAME), installed
+by docs/meson.build and put in a Debian package by debian/*.install; entropy-broker(7) names every
+unit and every tag and value the udev rules act on, and every template they start; and the pages
+format without a warning. A unit, a udev tag or a page added without the rest fails here."""
+import fnmatch
+import os
+import re
+
+from eblib import check, main, run
+
+SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+MAN = os.path.join(SRC, "docs", "man")
+
+
+def read(*path):
+    with open(os.path.join(SRC, *path), encoding="utf-8") as f:
+        return f.read()
+
+
+def units():
+    names = set()
+    for f in os.listdir(os.path.join(SRC, "units")):
+        name = f[:-3] if f.endswith(".in") else f
+        if re.search(r"\.(service|socket|timer|path|target)$", name):
+            names.add(name)
+    return sorted(names)
+
+
+def name_section(text):
+    """The NAME section's text, with roff escapes for - undone."""
+    m = re.search(r"^\.SH NAME\n(.*?)^\.SH ", text, re.S | re.M)
+    return m.group(1).replace("\\-", "-") if m else ""
+
+
+def packaged(path):
+    """The debian/*.install lines whose glob takes PATH (relative to the install root)."""
+    hits = []
+    for f in os.listdir(os.path.join(SRC, "debian")):
+        if not f.endswith(".install"):
+            continue
+        for line in read("debian", f).splitlines():
+            pat = line.strip().rstrip("/")
+            if pat and (fnmatch.fnmatch(path, pat) or path.startswith(pat + "/")):
+                hits.append(f)
+    return hits
+
+
+def test():
+    docs_meson = read("docs", "meson.build")
+    overview = read("docs", "man", "entropy-broker.7").replace("\\-", "-").replace("\\fB", "").replace("\\fI", "").replace("\\fR", "").replace("\\fP", "")
+    all_units = units()
+    check(len(all_units) >= 20, f"units/ has the units this test knows ({len(all_units)})")
+
+    for unit in all_units:
+        page = os.path.join(MAN, f"{unit}.8")
+        check(os.path.exists(page), f"{unit} has a man page docs/man/{unit}.8")
+        text = read("docs", "man", f"{unit}.8")
+        m = re.match(r"\.so man8/(.+\.8)\n$", text)
+        if m:
+            target = m.group(1)
+            check(os.path.exists(os.path.join(MAN, target)), f"{unit}.8 points at {target}, which exists")
+            text = read("docs", "man", target)
+        check(re.search(r"(^|[ ,])" + re.escape(unit) + r"([ ,]|$)", name_section(text)) is not None,
+              f"the NAME section of {unit}'s page names {unit}")
+        check(f"'man/{unit}.8'" in docs_meson, f"docs/meson.build installs {unit}.8")
+        check(packaged(f"usr/share/man/man8/{unit}.8"), f"a Debian package takes {unit}.8")
+        check(packaged(f"lib/systemd/system/{unit}"), f"a Debian package takes {unit}")
+        base = unit.split("@")[0] + ("@" if "@" in unit else "")
+        check(base in overview, f"entropy-broker(7) names {unit}")
+
+    # What the udev rules act on: the tags an administrator sets, their values, and the units.
+    rules = read("udev", "60-entropy-broker.rules") + read("udev", "70-entropy-broker-capture.rules")
+    tags = set(re.findall(r'ENV\{(EB_[A-Z_]+)\}', rules))
+    check({"EB_STREAM_TYPE", "EB_SOURCE"} <= tags, f"the rules' tags are the ones this test knows: {sorted(tags)}")
+    for tag in sorted(tags):
+        check(tag in overview, f"entropy-broker(7) documents the udev tag {tag}")
+    for value in re.findall(r'ENV\{EB_SOURCE\}=="([^"]+)"', rules):
+        check(f"EB_SOURCE={value}" in overview, f"entropy-broker(7) documents EB_SOURCE={value}")
+    for wanted in re.findall(r'SYSTEMD_WANTS\}\+="([^"]+)"', rules):
+        for unit in wanted.split():
+            base = unit.split("@")[0] + "@"
+            check(base in overview, f"entropy-broker(7) names {base}, which the rules start")
+
+    # The new pages format cleanly, as test-cli checks the programs' pages.
+    for page in ["entropy-broker.7"] + [f"{u}.8" for u in all_units]:
+        path = os.path.join(MAN, page)
+        if read("docs", "man", page).startswith(".so "):
+            continue
+        p = run(["groff", "-man", "-ww", "-z", path])
+        check(p.returncode == 0 and not p.stderr, f"{page} formats without warnings: {p.stderr.decode(errors='replace').strip()}")
+
+
+if __name__ == "__main__":
+    main(test)
