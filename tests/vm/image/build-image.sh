@@ -23,6 +23,8 @@ packages=(
 	libsystemd0 libudev1 libssl3 libinih1 libasound2 libusb-1.0-0 libpcsclite1
 	# The entropykey scenario: Debian's daemon for the Simtec Entropy Key, which udev starts.
 	ekeyd
+	# The deb scenario: "apt install ./*.deb", as the README says.
+	apt
 )
 
 rm -rf "$out"

@@ -1,0 +1,169 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# The Debian packages on a fresh guest, used exactly as the README's "Using it" says and not one
+# step more: the base image without the meson install tree, the .debs (scripts/build-debs, or
+# $EB_VM_DEBS when scripts/test built them already) in a directory of the guest, then the README's
+# command lines run in order, with a virtio-rng hot-added where the README says "now plug in". It
+# checks what the README promises: the packages' scripts made the users and enabled the socket,
+# the source's connection activates the broker, the source donates as the shipped drop-in's
+# user, the pool level and its catalog entry are in the journal, and the kernel sink seeds the
+# kernel from the pool.
+# order: 90
+# vm: own
+set -euo pipefail
+# shellcheck source=../lib/scenario.sh
+source "$EB_VM_LIB/scenario.sh"
+
+top=$(cd "$EB_VM_LIB/../../.." && pwd)
+base=$(dirname "$EB_VM_KERNEL")/rootfs
+[[ -f $top/debian/control ]] || skip "no debian/ packaging in this tree"
+[[ -x $base/usr/bin/apt ]] || skip "the base image has no apt (tests/vm/image/build-image.sh)"
+if [[ -z ${EB_VM_DEBS:-} ]]; then
+	command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null && command -v lintian >/dev/null ||
+		skip "dpkg-dev, debhelper or lintian missing (scripts/install-deps --test)"
+fi
+checks_done
+
+d=$EB_VM_SCENARIO_DIR
+cmds=$d/readme-commands
+
+# The README's "Using it" section up to the users on other machines: the lines of its sh blocks
+# that are not comments, block by block (an empty line between blocks), and "#plug" where a
+# comment says to plug a device in.
+awk '/^## Using it/ { on = 1; next } /^## |^Users on other machines/ { on = 0 } !on { next }
+	/^```sh/ { inb = 1; next } /^```/ && inb { inb = 0; print ""; next }
+	inb && /^# now plug in/ { print "#plug"; next }
+	inb && !/^#/ && NF { print }' "$top/README.md" >"$cmds"
+cat "$cmds"
+grep -q 'apt install ./\*.deb' "$cmds" || fail "the README's Using it no longer installs the packages with apt install ./*.deb"
+grep -q '^#plug$' "$cmds" || fail "the README's Using it no longer says where to plug in an RNG"
+
+step "the packages"
+t=$(eb_now)
+if [[ -n ${EB_VM_DEBS:-} ]]; then
+	debs=$EB_VM_DEBS
+	report "packages from $debs (built by scripts/test)"
+else
+	"$top/scripts/build-debs" "$d/debs" || fail "scripts/build-debs failed (see $d/debs/build.log)"
+	debs=$d/debs
+	report "packages built by scripts/build-debs in $(eb_elapsed "$t") s"
+fi
+mkdir -p "$d/vm/share"
+for p in entropy-broker entropy-broker-common entropy-broker-sources entropy-broker-sinks; do
+	f=$(compgen -G "$debs/${p}_*.deb" | head -n 1) || fail "no ${p}_*.deb in $debs"
+	cp "$f" "$d/vm/share/"
+done
+ls -l "$d/vm/share"
+
+step "a fresh guest: the base image alone, nothing of the project in it"
+t=$(eb_now)
+truncate -s 1G "$d/fresh.img"
+mke2fs -q -t ext4 -d "$base" -F "$d/fresh.img" || fail "mke2fs of the base image failed"
+export EB_VM_ROOTIMG=$d/fresh.img
+own_vm "$d/vm"
+report "fresh guest up in $(eb_elapsed "$t") s"
+diag 'systemctl list-units --all --no-pager "eb-*"'
+diag 'journalctl -b --no-pager -n 80 -u eb-brokerd.service -u "eb-source-stream@*" -u eb-sink-kernel.service'
+diag 'ls -l /dev/hwrng; cat /sys/class/misc/hw_random/rng_current; udevadm info /dev/hwrng'
+guest 'mountpoint -q /mnt/host' >/dev/null || fail "the host share is not mounted at /mnt/host"
+guest 'command -v eb-brokerd; ls /lib/systemd/system/eb-* /usr/lib/systemd/system/eb-* 2>/dev/null; getent passwd eb-source; true' |
+	grep . && fail "the fresh guest already has something of the project"
+
+cleanup() {
+	vm_exec -t 10 'pkill -f eb-test-feed || true' >/dev/null 2>&1 || true
+}
+trap 'cleanup; _eb_scenario_exit; _eb_host_exit' EXIT
+
+# plug: a virtio-rng, hot-added; then what the README promises of it.
+plug() {
+	step "plug in a hardware RNG: device_add virtio-rng-pci"
+	vm_mon 'device_add virtio-rng-pci,rng=rng0,id=ebvrng' || fail "QEMU refused device_add virtio-rng-pci"
+	wait_guest 90 'systemctl is-active --quiet eb-source-stream@hwrng.service' ||
+		fail "eb-source-stream@hwrng.service did not start within 90 s of the hotplug"
+	wait_guest 90 'systemctl is-active --quiet eb-brokerd.service' ||
+		fail "the source's connection did not activate eb-brokerd.service within 90 s"
+	wait_guest 90 'journalctl -b -u eb-brokerd.service --no-pager | grep "user local-sources connected as source" | grep -q hwrng' ||
+		fail "the broker did not take the hwrng source as user local-sources (the packaged drop-in) within 90 s"
+	# shellcheck disable=SC2016 # expanded in the guest
+	wait_guest 120 '[ "$(journalctl -b -u eb-brokerd.service -o json --no-pager | jq -r "select(.EB_POOL_BITS != null) | .EB_POOL_BITS" | sort -n | tail -n 1)" -gt 0 ]' ||
+		fail "EB_POOL_BITS in eb-brokerd's journal stayed at 0 for 120 s with the hwrng source running"
+	local show
+	show=$(guest 'systemctl show -p Type -p SubState -p StatusText eb-brokerd.service')
+	grep -qx 'Type=notify' <<<"$show" && grep -qx 'SubState=running' <<<"$show" ||
+		fail "eb-brokerd.service is not a running Type=notify service: $show"
+	report "hwrng donating as local-sources; broker $(grep StatusText <<<"$show")"
+}
+
+block=1
+t_readme=$(eb_now)
+while IFS= read -r line; do
+	if [[ -z $line ]]; then
+		block=$((block + 1))
+		continue
+	fi
+	if [[ $line == "#plug" ]]; then
+		plug
+		continue
+	fi
+	# The build ran on the host (scripts/build-debs runs dpkg-buildpackage), and the guest
+	# is root; "cd .." lands in the directory that holds the packages.
+	if [[ $line == *dpkg-buildpackage* ]]; then
+		echo "(on the host: $line)"
+		continue
+	fi
+	line=${line//sudo /}
+	step "README block $block: $line"
+	case $line in
+	*"apt install"*)
+		t=$(eb_now)
+		out=$(vm_exec -t 240 "cd /mnt/host && DEBIAN_FRONTEND=noninteractive $line" 2>&1) ||
+			fail "'$line' failed in the guest: $(tail -n 5 <<<"$out" | tr '\n' ' ')"
+		printf '%s\n' "$out"
+		report "$line: $(eb_elapsed "$t") s"
+		guest 'grep -E " (unpack|configure|trigproc) " /var/log/dpkg.log' || true
+		guest 'dpkg-query -W "entropy-broker*"'
+		# What the packages' scripts did, and nothing else did.
+		guest 'getent passwd entropy-broker eb-source entropy-egd && getent group eb-sink' >/dev/null ||
+			fail "the packages did not create the system users and groups"
+		guest 'test -d /run/entropy-broker && test -d /etc/entropy-broker/keys' ||
+			fail "the packages did not create /run/entropy-broker and /etc/entropy-broker/keys"
+		[[ $(vm_exec 'systemctl is-enabled eb-brokerd.socket') == enabled ]] ||
+			fail "apt install did not enable eb-brokerd.socket"
+		guest 'systemctl is-active eb-brokerd.socket' >/dev/null || fail "apt install did not start eb-brokerd.socket"
+		state=$(vm_exec 'systemctl is-active eb-brokerd.service') || true
+		[[ $state == inactive ]] || fail "eb-brokerd.service is '$state' before any client connected (socket activation wants inactive)"
+		for u in eb-sink-kernel.service eb-source-jitter.service eb-brokerd-vsock.socket eb-sink-egd-tcp.socket; do
+			[[ $(vm_exec "systemctl is-enabled $u") == disabled ]] || fail "apt install enabled $u"
+		done
+		[[ $(vm_exec 'systemctl is-enabled eb-seed-vsock.service') == enabled ]] ||
+			fail "apt install did not enable eb-seed-vsock.service (a VM's seeder, run only with a key)"
+		report "apt install: users, directories, eb-brokerd.socket enabled and listening, service inactive"
+		;;
+	"journalctl -u eb-brokerd.service"*)
+		out=$(guest "$line --no-pager")
+		tail -n 5 <<<"$out"
+		grep -q 'bits' <<<"$out" || fail "'$line' shows no pool level"
+		id=$(guest "journalctl -b -u eb-brokerd.service -o json --no-pager | jq -r 'select(.EB_POOL_BITS != null) | .MESSAGE_ID' | tail -n 1")
+		subject=$(guest "journalctl --list-catalog $id --no-pager" | cut -d' ' -f2-)
+		[[ -n $subject ]] || fail "message $id has no catalog entry: the package's catalog did not reach journald's database"
+		report "journal: $(grep bits <<<"$out" | tail -n 1 | cut -c1-150)"
+		report "catalog: $id $subject"
+		;;
+	*"eb-sink-kernel.service"*)
+		guest "$line"
+		wait_guest 90 "systemctl show -P StatusText eb-sink-kernel.service | grep -q '^Seeded with'" ||
+			fail "eb-sink-kernel.service did not report a seed within 90 s"
+		wait_guest 30 'journalctl -b -u eb-brokerd.service --no-pager | grep -q "user local-sinks connected as sink"' ||
+			fail "the broker did not serve eb-sink-kernel as user local-sinks"
+		report "eb-sink-kernel: $(guest 'systemctl show -P StatusText eb-sink-kernel.service')"
+		report "$(guest "journalctl -b -u eb-sink-kernel.service -o cat --no-pager | grep -m1 -E 'redit|bits'")"
+		;;
+	*)
+		guest "$line"
+		;;
+	esac
+done <"$cmds"
+report "README's Using it in $(eb_elapsed "$t_readme") s"
+
+step "no file was edited"
+guest 'find /etc/entropy-broker -type f | grep . && exit 1; true' || fail "a file appeared in /etc/entropy-broker"
