@@ -49,10 +49,12 @@ else
 	report "packages built by scripts/build-debs in $(eb_elapsed "$t") s"
 fi
 mkdir -p "$d/vm/share"
-for p in entropy-broker entropy-broker-common entropy-broker-sources entropy-broker-sinks; do
-	f=$(compgen -G "$debs/${p}_*.deb" | head -n 1) || fail "no ${p}_*.deb in $debs"
-	cp "$f" "$d/vm/share/"
+# Every package the build made, as "apt install ./*.deb" takes them (debug symbols aside).
+for p in entropy-broker entropy-broker-common entropy-broker-sources entropy-broker-sinks \
+	entropy-broker-tools; do
+	compgen -G "$debs/${p}_*.deb" >/dev/null || fail "no ${p}_*.deb in $debs"
 done
+find "$debs" -maxdepth 1 -name '*.deb' ! -name '*-dbgsym_*' -exec cp -t "$d/vm/share/" {} +
 ls -l "$d/vm/share"
 
 step "a fresh guest: the base image alone, nothing of the project in it"
