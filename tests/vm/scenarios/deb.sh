@@ -123,22 +123,32 @@ while IFS= read -r line; do
 		printf '%s\n' "$out"
 		report "$line: $(eb_elapsed "$t") s"
 		guest 'grep -E " (unpack|configure|trigproc) " /var/log/dpkg.log' || true
-		guest 'dpkg-query -W "entropy-broker*"'
-		# What the packages' scripts did, and nothing else did.
-		guest 'getent passwd entropy-broker eb-source entropy-egd && getent group eb-sink' >/dev/null ||
-			fail "the packages did not create the system users and groups"
-		guest 'test -d /run/entropy-broker && test -d /etc/entropy-broker/keys' ||
-			fail "the packages did not create /run/entropy-broker and /etc/entropy-broker/keys"
-		[[ $(vm_exec 'systemctl is-enabled eb-brokerd.socket') == enabled ]] ||
-			fail "apt install did not enable eb-brokerd.socket"
-		guest 'systemctl is-active eb-brokerd.socket' >/dev/null || fail "apt install did not start eb-brokerd.socket"
-		state=$(vm_exec 'systemctl is-active eb-brokerd.service') || true
-		[[ $state == inactive ]] || fail "eb-brokerd.service is '$state' before any client connected (socket activation wants inactive)"
-		for u in eb-sink-kernel.service eb-source-jitter.service eb-brokerd-vsock.socket eb-sink-egd-tcp.socket; do
-			[[ $(vm_exec "systemctl is-enabled $u") == disabled ]] || fail "apt install enabled $u"
+		# What the packages' scripts did, in one round trip: the users and directories, which
+		# units they enabled (the socket and the VM seeders, nothing else), and the socket
+		# listening with the service still down.
+		units="eb-brokerd.socket eb-seed-vsock.service eb-seed-virtio.service eb-brokerd.service
+			eb-brokerd-vsock.socket eb-metrics.socket eb-sink-kernel.service eb-sink-egd.socket
+			eb-sink-egd-tcp.socket eb-seed.service eb-source-jitter.service"
+		state=$(vm_exec "dpkg-query -W 'entropy-broker*' >&2
+			getent passwd entropy-broker eb-source entropy-egd eb-metrics >/dev/null && getent group eb-sink >/dev/null && echo users
+			test -d /run/entropy-broker && test -d /etc/entropy-broker/keys && echo dirs
+			for u in $(echo $units); do echo \"\$u \$(systemctl is-enabled \$u)\"; done
+			echo \"socket \$(systemctl is-active eb-brokerd.socket)\"
+			echo \"service \$(systemctl is-active eb-brokerd.service)\"" 2>&1) || true
+		printf '%s\n' "$state"
+		grep -qx users <<<"$state" || fail "the packages did not create the system users and groups"
+		grep -qx dirs <<<"$state" || fail "the packages did not create /run/entropy-broker and /etc/entropy-broker/keys"
+		for u in eb-brokerd.socket eb-seed-vsock.service eb-seed-virtio.service; do
+			grep -qx "$u enabled" <<<"$state" || fail "apt install did not enable $u"
 		done
-		[[ $(vm_exec 'systemctl is-enabled eb-seed-vsock.service') == enabled ]] ||
-			fail "apt install did not enable eb-seed-vsock.service (a VM's seeder, run only with a key)"
+		grep -qx "eb-brokerd.service indirect" <<<"$state" || fail "eb-brokerd.service is not left to its socket"
+		for u in eb-brokerd-vsock.socket eb-metrics.socket eb-sink-kernel.service eb-sink-egd.socket \
+			eb-sink-egd-tcp.socket eb-seed.service eb-source-jitter.service; do
+			grep -qx "$u disabled" <<<"$state" || fail "apt install enabled $u, or it is not installed"
+		done
+		grep -qx "socket active" <<<"$state" || fail "apt install did not start eb-brokerd.socket"
+		grep -qx "service inactive" <<<"$state" ||
+			fail "eb-brokerd.service is not inactive before any client connected (socket activation)"
 		report "apt install: users, directories, eb-brokerd.socket enabled and listening, service inactive"
 		;;
 	"journalctl -u eb-brokerd.service"*)
