@@ -133,7 +133,9 @@ static struct json_object *session_json(const struct eb_report_session *s, enum 
 {
 	struct json_object *o = json_object_new_object();
 
-	add_u64(o, "id", s->id);
+	/* The upstream's id, 2^64 - 1, is past what a double (jq, JavaScript) holds exactly. */
+	json_object_object_add(
+	    o, "id", s->flags & EB_REPORT_UPSTREAM ? NULL : json_object_new_uint64(s->id));
 	json_object_object_add(o, "user", json_object_new_string(s->user));
 	json_object_object_add(o, "peer", json_object_new_string(s->peer));
 	json_object_object_add(o, "kind", json_object_new_string(s->kind));

@@ -248,6 +248,7 @@ draw-bits = 16384
                 return None
             mine, theirs = wait_for("the downstream to fill from this broker", settled, 30)
             check(mine["kind"] == "upstream" and mine["peer"] == b.tcp and mine["user"] == "edge"
+                  and mine["id"] is None
                   and mine["health"] == "ok" and mine["tls"] is True,
                   f"the downstream's sources: its draw from upstream, {mine['bits_credited']} bits: {mine}")
             check(theirs["kind"] != "" and theirs["tls"] is True,
