@@ -12,7 +12,7 @@ import subprocess
 import time
 
 from eblib import (MSG, ROLE_ADMIN, ROLE_SINK, ROLE_SOURCE, Broker, Failure, Raw, check, draw, main,
-                   free_port, prog, run, tcp_listening, wait_for)
+                   prog, reserve_port, run, tcp_listening, wait_for)
 
 HEALTH = {0: "-", 1: "new", 2: "ok", 3: "no-claim", 4: "stuck", 5: "silent"}
 
@@ -257,7 +257,7 @@ draw-bits = 16384
             check(rows[1][:4] == ["-", "edge", b.tcp, "upstream"],
                   f"the downstream's sources table: {rows[1]}")
             # eb-metrics says the same of it, once, as eb-metrics@.service would.
-            port = free_port()
+            hold, port = reserve_port()
             exporter = subprocess.Popen(
                 ["systemd-socket-activate", "--accept", "-l", f"127.0.0.1:{port}",
                  prog("eb-metrics"), "-b", down.unix], stdout=subprocess.DEVNULL,
@@ -274,6 +274,7 @@ draw-bits = 16384
             finally:
                 exporter.terminate()
                 exporter.wait(10)
+                hold.close()
         finally:
             down.cleanup()
 
