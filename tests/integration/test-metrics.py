@@ -100,6 +100,13 @@ def test():
         check(status == 200 and "text/plain; version=0.0.4" in head and m.get("eb_broker_up") == 1
               and m.get("eb_pool_capacity_bits") == 1048576 and 'eb_user_sessions{user="scraper"}' in m,
               f"GET /metrics: the broker's figures ({len(m)} samples)")
+        # Prometheus' own parser and linter: the format is right, and the one lint it has is the
+        # unit, bits where it would like bytes, which is what entropy is counted in.
+        p = run(["promtool", "check", "metrics"], input=body.encode())
+        lint = [l for l in p.stderr.decode().splitlines() if l.strip()]
+        check(p.returncode in (0, 3) and lint and
+              all(re.fullmatch(r'\s*eb_\w+ use base unit "bytes" instead of "bits"', l) for l in lint),
+              f"promtool check metrics parses it; its only lint is the unit (exit {p.returncode}: {lint})")
         status, head, body = http(mport, b"HEAD /metrics HTTP/1.0\r\n\r\n")
         check(status == 200 and body == "" and "Content-Length: " in head, "HEAD /metrics: the head alone")
         check(http(mport, b"GET / HTTP/1.1\r\n\r\n")[0] == 404, "GET / is 404")
