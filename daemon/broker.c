@@ -379,6 +379,10 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 	}
 	b->conf = conf;
 	b->config_path = config_path;
+	/* glibc gives the top of the heap back at every free() past 128 KiB, and a sink drawing
+	 * 64 KiB frames would take it again at the next: the broker trims after storms instead
+	 * (trim_heap()). */
+	(void)mallopt(M_TRIM_THRESHOLD, 64 << 20);
 	broker_raise_nofile(conf);
 	b->zone = b->zone_logged = _POOL_ZONE_INVALID;
 	b->chain_refused_user = -1;

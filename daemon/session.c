@@ -69,10 +69,13 @@ static void buf_compact(uint8_t *buf, size_t *start, size_t *end)
 	*end = live;
 }
 
-/* Empty buffers go: a session that waits holds none. Their bytes are wiped already. */
+/* Empty buffers go: a session that waits holds none. Their bytes are wiped already. A source
+ * that is awake keeps its read buffer: it streams 64 KiB PUTs, one after the other. */
 static void release_empty_buffers(struct session *s)
 {
-	if (s->rbuf && s->rstart == s->rend) {
+	bool streams = s->state == SESSION_READY && (s->roles & EB_ROLE_SOURCE) && !s->asleep;
+
+	if (s->rbuf && s->rstart == s->rend && !streams) {
 		free(s->rbuf);
 		s->rbuf = NULL;
 		s->rcap = s->rstart = s->rend = 0;
