@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* eb-metrics: answers one HTTP GET /metrics on the connection systemd hands it (Accept=yes) with
- * the broker's figures in the Prometheus text format, read over the admin protocol. */
+ * the broker's figures in OpenMetrics or the Prometheus text format, read over the admin
+ * protocol. */
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -80,6 +82,20 @@ static int read_request(int fd, char *buf, size_t size, uint64_t deadline)
 	}
 }
 
+/* An Accept header that names OpenMetrics: the format is then OpenMetrics 1.0.0, else the
+ * Prometheus text format 0.0.4, which is the same but for counters' family names and # EOF. */
+static bool wants_openmetrics(const char *req)
+{
+	for (const char *l = strchr(req, '\n'); l && l[1]; l = strchr(l + 1, '\n')) {
+		size_t n = strcspn(l + 1, "\r\n");
+
+		if (n > 7 && strncasecmp(l + 1, "accept:", 7) == 0 &&
+		    memmem(l + 8, n - 7, "application/openmetrics-text", 28))
+			return true;
+	}
+	return false;
+}
+
 /* The request line: 200 for GET or HEAD of /metrics, else the status to answer. */
 static int parse_request(const char *buf, bool *ret_head)
 {
@@ -112,9 +128,18 @@ static void put_label(FILE *f, const char *s)
 			fputc(*s, f);
 }
 
+/* Whether the client asked for OpenMetrics (Prometheus does, before the text format). */
+static bool openmetrics;
+
 static void family(FILE *f, const char *name, const char *type, const char *help_text)
 {
-	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help_text, name, type);
+	/* OpenMetrics names a counter's family without the _total its samples carry. */
+	int n = (int)strlen(name);
+
+	if (openmetrics && strcmp(type, "counter") == 0 && n > 6 &&
+	    strcmp(name + n - 6, "_total") == 0)
+		n -= 6;
+	fprintf(f, "# HELP %.*s %s\n# TYPE %.*s %s\n", n, name, help_text, n, name, type);
 }
 
 static void sample(FILE *f, const char *name, uint64_t v)
@@ -387,8 +412,9 @@ static int respond(int fd, int status, const char *body, size_t len, bool head)
 	             "%s"
 	             "Connection: close\r\n\r\n",
 	             status, reason,
-	             status == 200 ? "text/plain; version=0.0.4; charset=utf-8"
-	                           : "text/plain; charset=utf-8",
+	             status != 200 ? "text/plain; charset=utf-8"
+	             : openmetrics ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
+	                           : "text/plain; version=0.0.4; charset=utf-8",
 	             len, status == 405 ? "Allow: GET, HEAD\r\n" : "");
 	r = eb_send_all(fd, hdr, (size_t)n);
 	if (r >= 0 && !head)
@@ -431,12 +457,15 @@ static int serve(int fd, struct eb_client *c)
 		return respond(fd, status, m, strlen(m), false);
 	}
 
+	openmetrics = wants_openmetrics(req);
 	f = open_memstream(&body, &len);
 	if (!f)
 		return log_oom();
 	r = write_metrics(c, f);
 	if (r < 0)
 		return r;
+	if (openmetrics)
+		fputs("# EOF\n", f);
 	if (fflush(f) != 0 || ferror(f))
 		return log_oom();
 	r = respond(fd, 200, body, len, head);

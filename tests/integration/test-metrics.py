@@ -107,6 +107,15 @@ def test():
         check(p.returncode in (0, 3) and lint and
               all(re.fullmatch(r'\s*eb_\w+ use base unit "bytes" instead of "bits"', l) for l in lint),
               f"promtool check metrics parses it; its only lint is the unit (exit {p.returncode}: {lint})")
+        # OpenMetrics for a client that asks for it, as Prometheus does first.
+        status, head, om = http(mport, b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: "
+                                b"application/openmetrics-text;version=1.0.0,text/plain;q=0.5\r\n\r\n")
+        check(status == 200 and "application/openmetrics-text; version=1.0.0" in head
+              and om.endswith("\n# EOF\n") and "\n# TYPE eb_bits_in counter\n" in om
+              and "\neb_bits_in_total " in om and "# TYPE eb_pool_bits gauge" in om
+              and {k: v for k, v in metrics(om).items() if k != "eb_uptime_seconds"} ==
+              {k: v for k, v in m.items() if k != "eb_uptime_seconds"},
+              "OpenMetrics when asked: counters' families without _total, # EOF, the same samples")
         status, head, body = http(mport, b"HEAD /metrics HTTP/1.0\r\n\r\n")
         check(status == 200 and body == "" and "Content-Length: " in head, "HEAD /metrics: the head alone")
         check(http(mport, b"GET / HTTP/1.1\r\n\r\n")[0] == 404, "GET / is 404")
