@@ -178,10 +178,7 @@ bool eb_client_connected(const struct eb_client *c)
 
 static int fail(struct eb_client *c, int r, const char *what)
 {
-	if (what)
-		snprintf(c->last_error, sizeof(c->last_error), "%s", what);
-	else
-		snprintf(c->last_error, sizeof(c->last_error), "%s", strerror(-r));
+	snprintf(c->last_error, sizeof(c->last_error), "%s", what ? what : strerror(-r));
 	eb_client_disconnect(c);
 	return r;
 }
