@@ -168,22 +168,47 @@ static int connect_to(int listener)
 	return fd;
 }
 
-static void test_backoff(void **state)
+/* One listening unix socket, watched on a new event loop; returns its fd. */
+static int start_one(struct eb_listeners *ls, sd_event **e, struct seen *seen)
 {
-	struct eb_listeners ls = {};
-	struct seen seen = {};
-	struct rlimit saved, tight;
-	sd_event *e = NULL;
-	int fd, c1, c2, c3, probe, enabled;
+	int fd;
 
-	(void)state;
-	assert_int_equal(sd_event_new(&e), 0);
+	assert_int_equal(sd_event_new(e), 0);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	assert_true(fd >= 0);
 	autobind(fd);
 	assert_int_equal(listen(fd, 8), 0);
-	assert_int_equal(eb_listeners_add(&ls, fd, "test", NULL), 0);
-	assert_int_equal(eb_listeners_start(&ls, e, on_accept, on_error, &seen), 0);
+	assert_int_equal(eb_listeners_add(ls, fd, "test", NULL), 0);
+	assert_int_equal(eb_listeners_start(ls, *e, on_accept, on_error, seen), 0);
+	return fd;
+}
+
+/* Leaves no descriptor for accept(); *saved is the limit to put back. The lowest free descriptor
+ * is the next one accept() would take: a limit at it leaves none. */
+static void no_fds_left(struct rlimit *saved)
+{
+	struct rlimit tight;
+	int probe;
+
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, saved), 0);
+	probe = dup(0);
+	assert_true(probe >= 0);
+	close(probe);
+	tight = *saved;
+	tight.rlim_cur = (rlim_t)probe;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &tight), 0);
+}
+
+static void test_backoff(void **state)
+{
+	struct eb_listeners ls = {};
+	struct seen seen = {};
+	struct rlimit saved;
+	sd_event *e = NULL;
+	int fd, c1, c2, c3, enabled;
+
+	(void)state;
+	fd = start_one(&ls, &e, &seen);
 
 	c1 = connect_to(fd);
 	assert_true(sd_event_run(e, 1000000) > 0);
@@ -192,15 +217,7 @@ static void test_backoff(void **state)
 	/* No descriptor left for accept(): EMFILE, and the listener rests 100 ms. */
 	c2 = connect_to(fd);
 	c3 = connect_to(fd);
-	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
-	/* The lowest free descriptor is the next one accept() would take: a limit at it leaves
-	 * none. */
-	probe = dup(0);
-	assert_true(probe >= 0);
-	close(probe);
-	tight = saved;
-	tight.rlim_cur = (rlim_t)probe;
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &tight), 0);
+	no_fds_left(&saved);
 	assert_true(sd_event_run(e, 1000000) > 0);
 	assert_int_equal(seen.errors, 1);
 	assert_int_equal(seen.error, -EMFILE);
@@ -237,28 +254,16 @@ static void test_reenable_fails(void **state)
 {
 	struct eb_listeners ls = {};
 	struct seen seen = {};
-	struct rlimit saved, tight;
+	struct rlimit saved;
 	sd_event *e = NULL;
-	int fd, c1, probe, enabled;
+	int fd, c1, enabled;
 
 	(void)state;
-	assert_int_equal(sd_event_new(&e), 0);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	assert_true(fd >= 0);
-	autobind(fd);
-	assert_int_equal(listen(fd, 8), 0);
-	assert_int_equal(eb_listeners_add(&ls, fd, "test", NULL), 0);
-	assert_int_equal(eb_listeners_start(&ls, e, on_accept, on_error, &seen), 0);
+	fd = start_one(&ls, &e, &seen);
 
 	/* A pause, as in test_backoff. */
 	c1 = connect_to(fd);
-	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
-	probe = dup(0);
-	assert_true(probe >= 0);
-	close(probe);
-	tight = saved;
-	tight.rlim_cur = (rlim_t)probe;
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &tight), 0);
+	no_fds_left(&saved);
 	assert_true(sd_event_run(e, 1000000) > 0);
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
 	assert_int_equal(seen.errors, 1);
