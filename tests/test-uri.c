@@ -418,17 +418,20 @@ static void test_unix(void **state)
 	assert_int_equal(rmdir(dir), 0);
 }
 
-/* A port nothing listens on now: bind port 0, read it back, close. */
-static uint16_t free_port(void)
+/* A port nothing listens on, kept for the test while *ret_fd is open: a socket bound to it with
+ * SO_REUSEADDR that never listens. eb_uri_listen() (SO_REUSEADDR too) may listen there; no other
+ * test running beside this one can take it, as it could a port read back and released. */
+static uint16_t reserve_port(int *ret_fd)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
 
 	assert_true(fd >= 0);
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
 	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-	close(fd);
+	*ret_fd = fd;
 	return ntohs(sa.sin_port);
 }
 
@@ -445,12 +448,12 @@ static uint16_t bound_port(int fd)
 
 static void test_tcp(void **state)
 {
-	_cleanup_close_ int lfd = -EBADF, cfd = -EBADF;
+	_cleanup_close_ int lfd = -EBADF, cfd = -EBADF, held = -EBADF;
 	struct eb_uri u, c;
 	char s[64];
 	int one = 0;
 	socklen_t len = sizeof(one);
-	uint16_t port = free_port();
+	uint16_t port = reserve_port(&held);
 
 	(void)state;
 	snprintf(s, sizeof(s), "tcp://127.0.0.1:%u", (unsigned)port);
@@ -482,7 +485,7 @@ static void test_tcp(void **state)
 
 static void test_tcp_any(void **state)
 {
-	_cleanup_close_ int lfd = -EBADF, cfd = -EBADF, fd6 = -EBADF;
+	_cleanup_close_ int lfd = -EBADF, cfd = -EBADF, fd6 = -EBADF, held = -EBADF;
 	struct eb_uri u, c;
 	char s[64];
 	int v6only = 1;
@@ -494,7 +497,7 @@ static void test_tcp_any(void **state)
 	if (fd6 < 0)
 		skip();
 
-	snprintf(s, sizeof(s), "tcp://[::]:%u", (unsigned)free_port());
+	snprintf(s, sizeof(s), "tcp://[::]:%u", (unsigned)reserve_port(&held));
 	assert_int_equal(eb_uri_parse(s, &u), 0);
 	if (eb_uri_listen(&u, &lfd) == -EADDRNOTAVAIL)
 		skip();
