@@ -70,6 +70,11 @@ def test():
         check(packaged(f"lib/systemd/system/{unit}"), f"a Debian package takes {unit}")
         base = unit.split("@")[0] + ("@" if "@" in unit else "")
         check(base in overview, f"entropy-broker(7) names {unit}")
+        # systemctl status and help show these: the unit's own page and the overview.
+        src = os.path.join("units", unit + ".in") if os.path.exists(os.path.join(SRC, "units", unit + ".in")) else os.path.join("units", unit)
+        docs = " ".join(re.findall(r"^Documentation=(.*)$", read(src), re.M)).split()
+        check(f"man:{unit}(8)" in docs and "man:entropy-broker(7)" in docs,
+              f"{unit}'s Documentation= names man:{unit}(8) and man:entropy-broker(7): {docs}")
 
     # What the udev rules act on: the tags an administrator sets, their values, and the units.
     rules = read("udev", "60-entropy-broker.rules") + read("udev", "70-entropy-broker-capture.rules")
