@@ -21,6 +21,7 @@
 #include "log.h"
 #include "proto.h"
 #include "source.h"
+#include "time-util.h"
 
 /* The most one read() asks for. The kernel's hwrng read loops over the driver until it has
  * what was asked, holding the device; a small read returns promptly and lets a stop through. */
@@ -223,31 +224,114 @@ static void log_hwrng_driver(void)
 	         quality[0] ? " (quality " : "", quality, quality[0] ? " per 1024 bits)" : "");
 }
 
+/* A serial RNG that hangs up while its node is still there (its carrier dropped for a moment, a
+ * USB reset) is opened again, at most this many times in a row without a byte between. */
+#define HANGUPS_MAX     3
+#define HANGUP_PAUSE_MS 200
+
 struct device {
 	int fd;
 	const char *path;
 	size_t read_max;
+	const struct device_type *type; /* NULL until found from sysfs */
+	speed_t speed;
+	bool tty;
+	unsigned hangups; /* in a row, with no byte read between */
 };
+
+/* Opens d->path and sets it up: raw mode and start-up commands for a serial device. Logs what
+ * fails; -EINVAL for a usage error. again: a reopen after a hang-up, where a node that is gone
+ * is the device unplugged, not an error. */
+static int device_open(struct device *d, bool again)
+{
+	_cleanup_close_ int fd = -EBADF;
+	struct stat sst;
+	int nonblock = 0, r;
+
+	/* A character device is opened non-blocking, so that a serial line without carrier does
+	 * not hold the open, then read blocking. A FIFO is opened blocking: until its writer
+	 * comes, a non-blocking open would read as its end. Write access only for a device that
+	 * takes start-up commands. */
+	if (stat(d->path, &sst) == 0 && S_ISCHR(sst.st_mode))
+		nonblock = O_NONBLOCK;
+	fd = open(d->path, O_RDONLY | O_NOCTTY | O_CLOEXEC | nonblock);
+	if (fd >= 0 && !d->type)
+		d->type = detect(fd, d->path);
+	if (fd >= 0 && d->type->init) {
+		safe_close(fd);
+		fd = open(d->path, O_RDWR | O_NOCTTY | O_CLOEXEC | nonblock);
+	}
+	if (fd < 0) {
+		if (again && (errno == ENOENT || errno == ENODEV || errno == ENXIO)) {
+			log_notice("%s is gone; stopping", d->path);
+			return -errno;
+		}
+		return log_error_errno(errno, "Failed to open %s%s: %m", d->path,
+		                       d->type && d->type->init ? " for writing" : "");
+	}
+	if (fcntl(fd, F_SETFL, 0) < 0)
+		return log_error_errno(errno, "Failed to make %s blocking: %m", d->path);
+	d->tty = isatty(fd);
+	if (d->tty) {
+		r = setup_tty(fd, d->speed);
+		if (r < 0)
+			return log_error_errno(r, "Failed to set %s to raw mode: %m", d->path);
+		r = send_commands(fd, d->type->init);
+		if (r < 0)
+			return log_error_errno(r, "Failed to send start-up commands to %s: %m",
+			                       d->path);
+		/* Bytes that arrived before raw mode or the commands are not the device's
+		 * noise as configured. */
+		(void)tcflush(fd, TCIFLUSH);
+	} else if (d->speed != B0) {
+		log_error("--baud applies to serial devices; %s is not one", d->path);
+		return -EINVAL;
+	}
+	d->fd = TAKE_FD(fd);
+	return 0;
+}
+
+static void device_close(struct device *d)
+{
+	d->fd = safe_close(d->fd);
+}
 
 static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
 {
 	struct device *d = userdata;
 	ssize_t k;
 
-	do
-		k = read(d->fd, buf, MIN(n, d->read_max));
-	while (k < 0 && errno == EINTR);
-	if (k < 0 && errno == ENODEV) {
-		/* /dev/hwrng with no driver behind it: the RNG was unplugged (device_del of a
-		 * virtio-rng). That ends the input; a failure would only be restarted in vain. */
-		log_notice("%s has no RNG behind it any more; stopping", d->path);
-		return 0;
+	for (;;) {
+		do
+			k = read(d->fd, buf, MIN(n, d->read_max));
+		while (k < 0 && errno == EINTR);
+		if (k > 0) {
+			d->hangups = 0;
+			return k;
+		}
+		if (k < 0 && errno == ENODEV) {
+			/* /dev/hwrng with no driver behind it: the RNG was unplugged (device_del of
+			 * a virtio-rng). That ends the input; a failure would only be restarted in
+			 * vain. */
+			log_notice("%s has no RNG behind it any more; stopping", d->path);
+			return 0;
+		}
+		if (k < 0)
+			return log_error_errno(errno, "Failed to read %s: %m", d->path);
+		/* A hang-up. Unplugged, the node goes with the device and the reopen says so; a
+		 * device still there (its carrier dropped a moment) goes on donating. */
+		if (!d->tty || d->hangups >= HANGUPS_MAX) {
+			log_notice("%s hung up%s", d->path,
+			           d->tty ? " again at once; stopping" : "");
+			return 0;
+		}
+		d->hangups++;
+		log_notice("%s hung up; opening it again", d->path);
+		device_close(d);
+		(void)eb_sleep_ms(HANGUP_PAUSE_MS);
+		if (device_open(d, true) < 0)
+			return 0;
 	}
-	if (k < 0)
-		return log_error_errno(errno, "Failed to read %s: %m", d->path);
-	if (k == 0)
-		log_notice("%s hung up", d->path);
-	return k;
 }
 
 static void help(void)
@@ -319,15 +403,12 @@ int main(int argc, char *argv[])
 	    .quarantine_ms = 1000,
 	};
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
-	_cleanup_close_ int fd = -EBADF;
 	struct args args = {.speed = B0};
 	const struct device_type *type;
 	char kind[EB_KIND_MAX + 1], name[256];
 	speed_t speed;
-	struct stat sst;
-	int nonblock = 0;
 	struct eb_source_stats st;
-	struct device d;
+	_cleanup_(device_close) struct device d = {.fd = -EBADF};
 	int r;
 
 	log_setup(argv[0]);
@@ -342,50 +423,12 @@ int main(int argc, char *argv[])
 	}
 	d.path = argv[optind];
 
-	/* A character device is opened non-blocking, so that a serial line without carrier does
-	 * not hold the open, then read blocking. A FIFO is opened blocking: until its writer
-	 * comes, a non-blocking open would read as its end. Write access only for a device that
-	 * takes start-up commands. */
-	if (stat(d.path, &sst) == 0 && S_ISCHR(sst.st_mode))
-		nonblock = O_NONBLOCK;
-	fd = open(d.path, O_RDONLY | O_NOCTTY | O_CLOEXEC | nonblock);
-	if (fd < 0) {
-		log_error_errno(errno, "Failed to open %s: %m", d.path);
-		return 1;
-	}
-	if (!type)
-		type = detect(fd, d.path);
-	if (type->init) {
-		safe_close(fd);
-		fd = open(d.path, O_RDWR | O_NOCTTY | O_CLOEXEC | nonblock);
-		if (fd < 0) {
-			log_error_errno(errno, "Failed to open %s for writing: %m", d.path);
-			return 1;
-		}
-	}
-	if (fcntl(fd, F_SETFL, 0) < 0) {
-		log_error_errno(errno, "Failed to make %s blocking: %m", d.path);
-		return 1;
-	}
-	if (isatty(fd)) {
-		r = setup_tty(fd, speed);
-		if (r < 0) {
-			log_error_errno(r, "Failed to set %s to raw mode: %m", d.path);
-			return 1;
-		}
-		r = send_commands(fd, type->init);
-		if (r < 0) {
-			log_error_errno(r, "Failed to send start-up commands to %s: %m", d.path);
-			return 1;
-		}
-		/* Bytes that arrived before raw mode or the commands are not the device's
-		 * noise as configured. */
-		(void)tcflush(fd, TCIFLUSH);
-	} else if (speed != B0) {
-		log_error("--baud applies to serial devices; %s is not one", d.path);
-		return 2;
-	}
-	d.fd = fd;
+	d.type = type;
+	d.speed = speed;
+	r = device_open(&d, false);
+	if (r < 0)
+		return r == -EINVAL ? 2 : 1;
+	type = d.type;
 	d.read_max = strcmp(type->name, "hwrng") == 0 ? READ_MAX_HWRNG : READ_MAX_TTY;
 	if (p.gate.h_mbits == H_FROM_TYPE)
 		p.gate.h_mbits = type->h_mbits;

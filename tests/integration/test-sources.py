@@ -21,7 +21,7 @@ import termios
 import threading
 import time
 
-from eblib import ME, Broker, check, main, need, prog, run
+from eblib import ME, Broker, check, main, need, prog, run, wait_for
 
 F_SETPIPE_SZ = 1031
 
@@ -315,6 +315,87 @@ def test_tty(b):
         os.close(slave)
 
 
+TIOCVHANGUP = 0x5437
+
+
+def read_commands(master, want, timeout=30):
+    """What the source writes to the pty: its start-up commands."""
+    got = b""
+    deadline = time.time() + timeout
+    while len(got) < len(want) and time.time() < deadline:
+        r, _, _ = __import__("select").select([master], [], [], 0.2)
+        if r:
+            got += os.read(master, 64)
+    return got
+
+
+def test_tty_hangup(b):
+    """A serial TRNG that hangs up while its node is still there (carrier dropped, a USB
+    reset) is opened again and goes on donating, its start-up commands sent again; one whose
+    node goes with the hang-up (unplugged) ends the source, exit 0, saying so."""
+    cmds = b"cmd0\ncmdO\ncmdw\n"
+    master, slave = os.openpty()
+    path = os.ttyname(slave)
+    dump = os.path.join(b.tmp, "hangup.raw")
+    src = subprocess.Popen([prog("eb-source-stream"), "-b", b.unix, "--type", "onerng",
+                            "--samples", "8192", "--dump-raw", dump, path],
+                           stderr=subprocess.PIPE)
+    try:
+        got = read_commands(master, cmds)
+        check(got == cmds, f"the start-up commands arrive ({got!r})")
+        time.sleep(0.3)  # past the flush of what came before the set-up, as in test_tty
+        first = os.urandom(4096)
+        os.write(master, first)
+        if os.geteuid() == 0:
+            # Taken in before the hang-up, which drops what the tty still buffers.
+            wait_for("the first 4096 bytes sampled",
+                     lambda: os.path.exists(dump) and os.path.getsize(dump) >= 4096)
+            # A hang-up with the pty still there: the kernel's vhangup() of that tty.
+            stat = os.stat(path)
+            fcntl.ioctl(slave, TIOCVHANGUP)
+            check(os.path.exists(path) and os.stat(path).st_rdev == stat.st_rdev,
+                  "the tty's node is still there after the hang-up")
+            got = read_commands(master, cmds)
+            check(got == cmds, f"opened again, the start-up commands are sent again ({got!r})")
+            time.sleep(0.3)
+            second = os.urandom(4096)
+            os.write(master, second)
+            err = src.communicate(timeout=30)[1].decode()
+            check(src.returncode == 0, f"the source exits 0 after its samples ({err[-300:]})")
+            check(f"{path} hung up; opening it again" in err, "it said it opens the tty again")
+            check(open(dump, "rb").read() == first + second,
+                  "and sampled what came before the hang-up and after")
+        else:
+            print("# skipped the vhangup part: TIOCVHANGUP needs CAP_SYS_ADMIN (run as root)")
+            src.kill()
+            src.wait()
+    finally:
+        if src.poll() is None:
+            src.kill()
+            src.wait()
+        os.close(master)
+        os.close(slave)
+
+    # Unplugged: the master goes, the pty's slave hangs up and its node is removed.
+    master, slave = os.openpty()
+    path = os.ttyname(slave)
+    src = subprocess.Popen([prog("eb-source-stream"), "-b", b.unix, "--type", "onerng", path],
+                           stderr=subprocess.PIPE)
+    try:
+        got = read_commands(master, cmds)
+        check(got == cmds, f"the start-up commands arrive ({got!r})")
+        os.write(master, os.urandom(2048))
+        os.close(slave)
+        os.close(master)
+        err = src.communicate(timeout=30)[1].decode()
+        check(src.returncode == 0, f"an unplugged tty ends the source with exit 0 ({err[-300:]})")
+        check(f"{path} is gone; stopping" in err, f"saying the device is gone ({err[-300:]})")
+    finally:
+        if src.poll() is None:
+            src.kill()
+            src.wait()
+
+
 def test():
     need("unshare")
     for name, t, capacity in [("stuck", test_stuck, 64 * 1024 * 1024),
@@ -322,6 +403,7 @@ def test():
                               ("dump", test_dump_raw, 64 * 1024 * 1024),
                               ("exec", test_exec, 64 * 1024 * 1024),
                               ("tty", test_tty, 64 * 1024 * 1024),
+                              ("tty-hangup", test_tty_hangup, 64 * 1024 * 1024),
                               ("sleep", test_sleep, 262144)]:
         b = Broker({"admin": {"role": "admin"},
                     "local": {"role": "source, sink", "unix-uid": ME, "key": False}},

@@ -157,6 +157,10 @@ acm_gadget() {
 			echo EBTEST000$1 >strings/0x409/serialnumber
 			ln -sf $g/functions/acm.usb0 configs/c.1/
 			echo dummy_udc.$1 >UDC" >/dev/null
+		# The host side enumerates it through dummy_hcd in its own time (seconds under TCG):
+		# wait for its ttyACM, found by the serial number, rather than for udev's queue.
+		wait_guest 90 "for t in /sys/class/tty/ttyACM*; do udevadm info -q property /dev/\${t##*/}; done 2>/dev/null | grep -qx ID_SERIAL_SHORT=EBTEST000$1" ||
+			fail "fake USB device $1 ($3:$4) did not appear as a ttyACM within 90 s"
 	else
 		guest "g=$g; [ -d \$g ] || exit 0; echo '' >\$g/UDC 2>/dev/null || true
 			rm -f \$g/configs/c.1/acm.usb0; rmdir \$g/configs/c.1 \$g/functions/acm.usb0 \$g/strings/0x409 \$g" >/dev/null
@@ -165,13 +169,15 @@ acm_gadget() {
 
 # acm_feed: feeds every gadget tty (/dev/ttyGS*) random bytes, a trickle of 2.5 KB/s each: an
 # unbounded cat from /dev/urandom starves a 2-core TCG guest. "pkill -f eb-test-feed" stops it.
+# The feeder opens its tty before stty touches it and holds it from then on: the last close of a
+# gadget tty drops DCD, which hangs up whoever has the host side (ttyACMx) open at that moment
+# without CLOCAL set yet, such as a source that has just opened it.
 acm_feed() {
 	guest 'udevadm settle --timeout=60
 	for g in /dev/ttyGS*; do
-		stty -F $g raw -echo 2>/dev/null
-		setsid bash -c "exec -a eb-test-feed bash -c '\''while head -c 512 /dev/urandom; do sleep 0.2; done >$g 2>/dev/null'\''" </dev/null >/dev/null 2>&1 &
+		setsid bash -c "exec -a eb-test-feed bash -c '\''exec >$g 2>/dev/null; stty -F $g raw -echo; while head -c 512 /dev/urandom; do sleep 0.2; done'\''" </dev/null >/dev/null 2>&1 &
 	done
-	ls -l /dev/ttyACM* /dev/ttyGS*'
+	ls -l /dev/ttyACM* /dev/ttyGS* || true'
 }
 
 # acm_tty_of N: the guest-side tty (ttyACMx) of fake device N, found by its serial number.
