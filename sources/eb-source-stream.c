@@ -240,8 +240,8 @@ struct device {
 };
 
 /* Opens d->path and sets it up: raw mode and start-up commands for a serial device. Logs what
- * fails; -EINVAL for a usage error. again: a reopen after a hang-up, where a node that is gone
- * is the device unplugged, not an error. */
+ * fails. again: a reopen after a hang-up, where a node that is gone is the device unplugged,
+ * not an error. */
 static int device_open(struct device *d, bool again)
 {
 	_cleanup_close_ int fd = -EBADF;
@@ -283,9 +283,6 @@ static int device_open(struct device *d, bool again)
 		/* Bytes that arrived before raw mode or the commands are not the device's
 		 * noise as configured. */
 		(void)tcflush(fd, TCIFLUSH);
-	} else if (d->speed != B0) {
-		log_error("--baud applies to serial devices; %s is not one", d->path);
-		return -EINVAL;
 	}
 	d->fd = TAKE_FD(fd);
 	return 0;
@@ -425,9 +422,12 @@ int main(int argc, char *argv[])
 
 	d.type = type;
 	d.speed = speed;
-	r = device_open(&d, false);
-	if (r < 0)
-		return r == -EINVAL ? 2 : 1;
+	if (device_open(&d, false) < 0)
+		return 1;
+	if (!d.tty && speed != B0) {
+		log_error("--baud applies to serial devices; %s is not one", d.path);
+		return 2;
+	}
 	type = d.type;
 	d.read_max = strcmp(type->name, "hwrng") == 0 ? READ_MAX_HWRNG : READ_MAX_TTY;
 	if (p.gate.h_mbits == H_FROM_TYPE)
