@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
 #include <systemd/sd-daemon.h>
 
 #include "broker-internal.h"
@@ -147,6 +148,10 @@ static void keep_restart_only(struct eb_conf *old, struct eb_conf *new)
 			SWAP(new->listen[i], old->listen[i]);
 		SWAP(new->n_listen, old->n_listen);
 	}
+	if (new->handshake_threads != old->handshake_threads) {
+		log_notice("handshake-threads changed; it takes effect at the next restart");
+		new->handshake_threads = old->handshake_threads;
+	}
 	keep_upstream(&old->upstream, &new->upstream);
 }
 
@@ -167,6 +172,21 @@ void broker_raise_nofile(const struct eb_conf *conf)
 		            "max-local-sessions (%u + %u) need; raise LimitNOFILE=",
 		            (unsigned long long)rl.rlim_cur, conf->max_sessions,
 		            conf->max_local_sessions);
+}
+
+void broker_number_keys(struct broker *b, const struct eb_conf *old, struct eb_conf *new)
+{
+	for (unsigned i = 0; i < new->n_users; i++) {
+		struct eb_user *u = &new->users[i];
+		const struct eb_user *was = old ? eb_conf_find_user(old, u->name) : NULL;
+
+		if (!u->has_key)
+			continue;
+		if (was && was->has_key && CRYPTO_memcmp(was->key, u->key, EB_KEY_SIZE) == 0)
+			u->key_serial = was->key_serial;
+		else
+			u->key_serial = ++b->last_key_serial;
+	}
 }
 
 /* SIGHUP: users, keys, roles, caps, quotas and thresholds are read again. A file that does not
@@ -204,10 +224,15 @@ void broker_reload(struct broker *b)
 		}
 	}
 	keep_restart_only(old, new);
+	broker_number_keys(b, old, new);
 	broker_raise_nofile(new);
 	SWAP(b->quotas, quotas);
 	SWAP(b->totals, totals);
+	/* A handshake on a worker looks keys up in the old conf or in the new, never in one
+	 * being freed: eb_conf_free(old) below comes after every lookup that could see it. */
+	pthread_rwlock_wrlock(&b->conf_lock);
 	b->conf = new;
+	pthread_rwlock_unlock(&b->conf_lock);
 	eb_list_foreach_safe(s, next, &b->sessions, node)
 		session_rebind(s, old, new);
 	/* Counted in the old indexes until here; count_after_reload() counts in the new. */

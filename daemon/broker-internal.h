@@ -27,3 +27,7 @@ int broker_on_queue_timer(sd_event_source *src, uint64_t usec, void *userdata);
 void broker_raise_nofile(const struct eb_conf *conf);
 /* SIGHUP: reads the configuration again; a file that does not load changes nothing. */
 void broker_reload(struct broker *b);
+/* Numbers the keys in new: a user whose key old had too keeps its number, any other key gets a
+ * new one. A handshake's key lookup hands the number out, and the session checks it once the
+ * handshake is done: a key rotated while the peer was still proving the old one is refused. */
+void broker_number_keys(struct broker *b, const struct eb_conf *old, struct eb_conf *new);

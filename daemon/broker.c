@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <malloc.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "session.h"
 #include "tls.h"
 #include "upstream.h"
+#include "workers.h"
 
 /* Journal message IDs; catalog/entropy-broker.catalog explains each. */
 #define MSGID_STATUS "d13ada50fb8f442fa4b17753c4d07182"
@@ -93,15 +95,36 @@ static void flush_peer_logs(struct broker *b)
 		log_suppressed(k, eb_ratelimit_flush(&b->peer_log[k], broker_now(b)));
 }
 
-static int psk_lookup(const char *identity, uint8_t ret_key[EB_KEY_SIZE], void *userdata)
+/* Called by OpenSSL during a handshake, on a worker thread or on the loop. */
+static int psk_lookup(const char *identity, uint8_t ret_key[EB_KEY_SIZE], uint64_t *ret_tag,
+                      void *userdata)
 {
 	struct broker *b = userdata;
-	const struct eb_user *u = eb_conf_find_user(b->conf, identity);
+	const struct eb_user *u;
+	int r = -ENOENT;
 
-	if (!u || !u->has_key)
-		return -ENOENT;
-	memcpy(ret_key, u->key, EB_KEY_SIZE);
-	return 0;
+	pthread_rwlock_rdlock(&b->conf_lock);
+	u = eb_conf_find_user(b->conf, identity);
+	if (u && u->has_key) {
+		memcpy(ret_key, u->key, EB_KEY_SIZE);
+		*ret_tag = u->key_serial;
+		r = 0;
+	}
+	pthread_rwlock_unlock(&b->conf_lock);
+	return r;
+}
+
+/* handshake-threads = auto: one per CPU the broker may run on, none on a single CPU (a thread
+ * there adds hand-offs and wins no time), at most EB_CONF_HANDSHAKE_THREADS_MAX. */
+static unsigned handshake_threads(const struct eb_conf *conf)
+{
+	cpu_set_t set;
+	int n;
+
+	if (conf->handshake_threads >= 0)
+		return (unsigned)conf->handshake_threads;
+	n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+	return n < 2 ? 0 : (unsigned)MIN(n, EB_CONF_HANDSHAKE_THREADS_MAX);
 }
 
 static const char *zone_name(enum pool_zone z)
@@ -370,6 +393,7 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 	_cleanup_(broker_freep) struct broker *b = NULL;
 	sigset_t mask;
 	bool locked = false;
+	unsigned n_threads;
 	int r;
 
 	b = calloc(1, sizeof(*b));
@@ -379,6 +403,8 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 	}
 	b->conf = conf;
 	b->config_path = config_path;
+	pthread_rwlock_init(&b->conf_lock, NULL);
+	broker_number_keys(b, NULL, conf);
 	/* glibc gives the top of the heap back at every free() past 128 KiB, and a sink drawing
 	 * 64 KiB frames would take it again at the next: the broker trims after storms instead
 	 * (trim_heap()). */
@@ -466,7 +492,15 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 	r = chain_init(b);
 	if (r < 0)
 		return log_error_errno(r, "Failed to draw a broker id: %m");
-	/* Last: its thread inherits the signal mask set above. */
+	/* Last: their threads inherit the signal mask set above. */
+	n_threads = handshake_threads(conf);
+	if (n_threads > 0) {
+		r = workers_new(b->event, n_threads, &b->workers);
+		if (r < 0)
+			return log_error_errno(r, "Failed to start %u handshake threads: %m",
+			                       n_threads);
+		log_debug("TLS handshakes on %u threads", n_threads);
+	}
 	r = upstream_new(b, &b->upstream);
 	if (r < 0)
 		return r;
@@ -481,6 +515,8 @@ struct broker *broker_free(struct broker *b)
 	b->upstream = upstream_free(b->upstream);
 	while (!eb_list_is_empty(&b->sessions))
 		session_free(eb_list_first(&b->sessions, struct session, node));
+	/* After the sessions: a handshake still on a worker is freed as the workers stop. */
+	b->workers = workers_free(b->workers);
 	listeners_free(b);
 	sd_event_source_disable_unref(b->run_source);
 	sd_event_source_disable_unref(b->queue_timer);
@@ -498,6 +534,7 @@ struct broker *broker_free(struct broker *b)
 	free(b->user_sessions);
 	handshakes_free(&b->handshakes);
 	eb_conf_free(b->conf);
+	pthread_rwlock_destroy(&b->conf_lock);
 	free(b);
 	return NULL;
 }

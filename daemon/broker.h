@@ -2,6 +2,7 @@
 /* The broker: one sd-event loop that owns the pool, the listeners and every session. */
 #pragma once
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -50,8 +51,13 @@ enum peer_log {
 
 struct broker {
 	sd_event *event;
-	struct eb_conf *conf;    /* owned; replaced by a reload */
-	const char *config_path; /* --config, or NULL for the default path */
+	struct eb_conf *conf; /* owned; replaced by a reload */
+	/* Handshakes on worker threads read conf's users and keys (psk_lookup()): a reload
+	 * replaces conf under the write lock. Everything else in the broker is the loop's. */
+	pthread_rwlock_t conf_lock;
+	uint64_t last_key_serial; /* the users' keys are numbered: broker_number_keys() */
+	struct workers *workers;  /* NULL: handshakes on the loop (handshake-threads = 0) */
+	const char *config_path;  /* --config, or NULL for the default path */
 	struct eb_pool *pool;
 	struct ssl_ctx_st *tls;
 	struct sched_quota *quotas; /* parallel to conf->users */

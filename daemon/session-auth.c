@@ -179,6 +179,15 @@ static int identify_tls(struct session *s)
 		         "Refusing %s: its TLS identity names no user", s->peer);
 		return -EACCES;
 	}
+	/* The key was looked up when the ClientHello came; a reload since may have rotated it,
+	 * and a rotated key must open nothing more. */
+	if (eb_conn_key_tag(s->conn) != u->key_serial) {
+		log_peer(s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
+		         "Refusing %s (user %s): its key was replaced by a reload during the TLS "
+		         "handshake",
+		         s->peer, u->name);
+		return -EACCES;
+	}
 	return bind_user(s, u);
 }
 
@@ -240,14 +249,11 @@ void session_rebind(struct session *s, const struct eb_conf *old, const struct e
 	const struct eb_user *was, *u;
 	const char *why = NULL;
 
-	if (s->state == SESSION_HANDSHAKE) {
-		/* Its key may have been looked up in the old file already, and which one was used
-		 * is not kept: the client connects again and is judged by the new one. */
-		log_peer(s->broker, PEER_LOG_HANDSHAKE, LOG_INFO,
-		         "Closing %s: its TLS handshake began before the reload", s->peer);
-		session_free(s);
+	/* A handshake carries on: its key, if looked up already, is checked against the new
+	 * file once the handshake is done (identify_tls()), and a reload in a boot storm does not
+	 * cost every VM in mid-handshake its connection. */
+	if (s->state == SESSION_HANDSHAKE)
 		return;
-	}
 	if (s->user < 0)
 		return;
 	was = &old->users[s->user];
@@ -276,8 +282,12 @@ void session_rebind(struct session *s, const struct eb_conf *old, const struct e
 
 int session_handshake(struct session *s)
 {
+	return session_handshake_result(s, eb_conn_handshake(s->conn));
+}
+
+int session_handshake_result(struct session *s, int r)
+{
 	struct broker *b = s->broker;
-	int r = eb_conn_handshake(s->conn);
 
 	if (r == -EAGAIN)
 		return 0;

@@ -51,6 +51,8 @@ void session_refuse_identity(struct session *s, int r);
 /* Drives the TLS handshake; once done, binds the user its PSK identity names. A negative errno
  * ends the session. */
 int session_handshake(struct session *s);
+/* The same, for a step already taken (on a worker): r is what eb_conn_handshake() returned. */
+int session_handshake_result(struct session *s, int r);
 
 /* session-dispatch.c: what a frame means. */
 void session_handle_frame(struct session *s, const struct eb_frame *f);

@@ -126,6 +126,9 @@ void session_update_events(struct session *s)
 	uint32_t events = 0;
 	bool readable_buffered;
 
+	if (s->in_worker)
+		return; /* handshake_done() comes back to it */
+
 	if (s->state == SESSION_CLOSING) {
 		if (s->wend > s->wstart)
 			events |= EPOLLOUT;
@@ -240,12 +243,27 @@ static int session_flush(struct session *s)
 	return 0;
 }
 
+/* What is left once the broker has forgotten the session: the connection and the buffers. */
+static void session_destroy(struct session *s)
+{
+	eb_conn_free(s->conn);
+	/* Only what the buffers hold is left to wipe: the rest was wiped as it was spent. */
+	if (s->rbuf)
+		explicit_bzero(s->rbuf + s->rstart, s->rend - s->rstart);
+	if (s->wbuf)
+		explicit_bzero(s->wbuf + s->wstart, s->wend - s->wstart);
+	free(s->rbuf);
+	free(s->wbuf);
+	free(s);
+}
+
 void session_free(struct session *s)
 {
 	struct broker *b;
 
 	if (!s)
 		return;
+	assert(!s->ended);
 	b = s->broker;
 	broker_cancel_get(b, &s->get);
 	session_set_state(s, SESSION_CLOSING);
@@ -259,15 +277,60 @@ void session_free(struct session *s)
 	sd_event_source_disable_unref(s->defer);
 	sd_event_source_disable_unref(s->timer);
 	sd_event_source_disable_unref(s->frame_timer);
-	eb_conn_free(s->conn);
-	/* Only what the buffers hold is left to wipe: the rest was wiped as it was spent. */
-	if (s->rbuf)
-		explicit_bzero(s->rbuf + s->rstart, s->rend - s->rstart);
-	if (s->wbuf)
-		explicit_bzero(s->wbuf + s->wstart, s->wend - s->wstart);
-	free(s->rbuf);
-	free(s->wbuf);
-	free(s);
+	s->io = s->defer = s->timer = s->frame_timer = NULL;
+	if (s->in_worker) {
+		s->ended = true; /* handshake_done() frees it */
+		return;
+	}
+	session_destroy(s);
+}
+
+static struct session *session_from_work(struct work *w)
+{
+	return (struct session *)((char *)w - offsetof(struct session, handshake_work));
+}
+
+/* On a worker: the step of the handshake that the socket allows now. The first one, with the
+ * peer's ClientHello, is the dear one (key exchange and key schedule, about 0.3 ms). */
+static void handshake_run(struct work *w)
+{
+	struct session *s = session_from_work(w);
+
+	s->handshake_result = eb_conn_handshake(s->conn);
+}
+
+/* Back on the loop: what the step said, as session_handshake() would have. */
+static void handshake_done(struct work *w, bool cancelled)
+{
+	struct session *s = session_from_work(w);
+
+	s->in_worker = false;
+	if (s->ended) {
+		session_destroy(s);
+		return;
+	}
+	/* The workers stop only after every session is freed: nothing is cancelled under a
+	 * session that is still counted. Should that change, the session ends here. */
+	if (cancelled || session_handshake_result(s, s->handshake_result) < 0) {
+		session_free(s);
+		return;
+	}
+	(void)sd_event_source_set_enabled(s->io, SD_EVENT_ON);
+	if (s->state == SESSION_HANDSHAKE)
+		session_update_events(s); /* the socket first: readable, or writable */
+	else
+		session_pump(s); /* HELLO may have come with the peer's Finished */
+}
+
+static void handshake_offload(struct session *s)
+{
+	/* The loop does not look at the connection until the step is back. */
+	(void)sd_event_source_set_enabled(s->io, SD_EVENT_OFF);
+	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_OFF);
+	s->handshake_work.run = handshake_run;
+	s->handshake_work.done = handshake_done;
+	s->in_worker = true;
+	workers_submit(s->broker->workers, &s->handshake_work);
 }
 
 /* TCP's keepalive finds a network peer that vanished (a crashed VM, a pulled cable) in about
@@ -470,11 +533,16 @@ static bool linger(struct session *s)
 
 void session_pump(struct session *s)
 {
+	assert(!s->in_worker);
 	for (unsigned budget = 16; budget > 0; budget--) {
 		bool progress = false;
 		int r;
 
 		if (s->state == SESSION_HANDSHAKE) {
+			if (s->broker->workers) {
+				handshake_offload(s);
+				return;
+			}
 			r = session_handshake(s);
 			if (r < 0)
 				goto close;

@@ -12,6 +12,7 @@
 #include "list.h"
 #include "proto.h"
 #include "scheduler.h"
+#include "workers.h"
 
 struct broker;
 struct eb_conn;
@@ -46,6 +47,13 @@ struct session {
 	struct eb_list_node node;           /* in broker->sessions */
 	struct eb_list_node handshake_node; /* in broker->handshakes while in HANDSHAKE */
 	bool addr_counted;                  /* its address counts towards a per-address limit */
+	/* A handshake step on a worker thread (broker->workers): until it comes back the
+	 * connection is the worker's, and the loop neither reads it nor frees it. A session
+	 * ended meanwhile (a timeout, a reload, make-way) is counted out at once and freed when
+	 * the step returns. */
+	struct work handshake_work;
+	int handshake_result;
+	bool in_worker, ended;
 
 	struct eb_conn *conn;
 	sd_event_source *io, *defer, *timer, *frame_timer;
@@ -115,5 +123,5 @@ void session_goodbye(struct session *s);
 /* After a configuration reload (the broker's conf is already new): binds the session to its
  * user in new, or sends it an ERROR and closes it when that user is gone, lost a role the
  * session uses, has another key (TLS) or no longer matches the peer's uid/gid (unix). A TLS
- * handshake still in progress is dropped at once (s is freed). */
+ * handshake still in progress carries on, and is judged by the new file when it is done. */
 void session_rebind(struct session *s, const struct eb_conf *old, const struct eb_conf *new);

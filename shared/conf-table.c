@@ -22,6 +22,7 @@ static int parse_save_interval(struct conf_ctx *c, const char *value, void *fiel
 static int parse_status_interval(struct conf_ctx *c, const char *value, void *field);
 static int parse_max_sessions(struct conf_ctx *c, const char *value, void *field);
 static int parse_timeout(struct conf_ctx *c, const char *value, void *field);
+static int parse_threads(struct conf_ctx *c, const char *value, void *field);
 static int parse_listen(struct conf_ctx *c, const char *value, void *field);
 static int parse_roles(struct conf_ctx *c, const char *value, void *field);
 static int parse_key_file(struct conf_ctx *c, const char *value, void *field);
@@ -62,6 +63,8 @@ static const struct conf_item items[] = {
      offsetof(struct eb_conf, hello_timeout_s), false, "a number of seconds 1..3600"},
     {CONF_SECTION_BROKER, "frame-timeout-sec", parse_timeout,
      offsetof(struct eb_conf, frame_timeout_s), false, "a number of seconds 1..3600"},
+    {CONF_SECTION_BROKER, "handshake-threads", parse_threads,
+     offsetof(struct eb_conf, handshake_threads), false, "auto, or a number 0..64"},
     {CONF_SECTION_BROKER, "listen", parse_listen, offsetof(struct eb_conf, listen), true,
      "tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH or vsock://CID[:PORT]"},
     {CONF_SECTION_USER, "role", parse_roles, offsetof(struct eb_user, roles), false,
@@ -175,6 +178,23 @@ static int parse_timeout(struct conf_ctx *c, const char *value, void *field)
 {
 	(void)c;
 	return parse_unsigned(value, 1, 3600, field);
+}
+
+static int parse_threads(struct conf_ctx *c, const char *value, void *field)
+{
+	unsigned n;
+	int r;
+
+	(void)c;
+	if (strcmp(value, "auto") == 0) {
+		*(int *)field = EB_CONF_HANDSHAKE_THREADS_AUTO;
+		return 0;
+	}
+	r = parse_unsigned(value, 0, EB_CONF_HANDSHAKE_THREADS_MAX, &n);
+	if (r < 0)
+		return r;
+	*(int *)field = (int)n;
+	return 0;
 }
 
 static int parse_credit(struct conf_ctx *c, const char *value, void *field)

@@ -352,6 +352,7 @@ int eb_conf_new_default(struct eb_conf **ret)
 	    .max_handshakes_per_address = DEFAULT_MAX_PER_ADDR,
 	    .hello_timeout_s = DEFAULT_HELLO_S,
 	    .frame_timeout_s = DEFAULT_FRAME_S,
+	    .handshake_threads = EB_CONF_HANDSHAKE_THREADS_AUTO,
 	};
 	if (!conf->seed_file) {
 		free(conf);

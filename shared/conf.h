@@ -25,6 +25,7 @@ struct eb_user {
 	unsigned max_credit_per_byte; /* 0..8; a source's claims are capped at this (default 8) */
 	uint64_t quota_bits_per_hour; /* 0: no quota; full-entropy bits a sink may draw per hour */
 	unsigned max_sessions;        /* default 256: authenticated sessions at once */
+	uint64_t key_serial; /* the broker's: which version of the key this is (0: not numbered) */
 };
 
 /* [upstream]: this broker draws from other brokers as a sink when its level is low. */
@@ -37,6 +38,10 @@ struct eb_conf_upstream {
 	unsigned low_water_pct; /* default 50: draw when the level is below this */
 	uint64_t draw_bits;     /* default 65536: what one refill asks for */
 };
+
+/* handshake-threads: TLS handshakes on worker threads, at most this many. */
+#define EB_CONF_HANDSHAKE_THREADS_MAX  64
+#define EB_CONF_HANDSHAKE_THREADS_AUTO (-1)
 
 struct eb_conf {
 	char *path;
@@ -54,6 +59,7 @@ struct eb_conf {
 	                                      * vsock CID or unix+tls process */
 	unsigned hello_timeout_s;            /* default 10: TLS and HELLO must be done by then */
 	unsigned frame_timeout_s;            /* default 30: a frame begun must end within it */
+	int handshake_threads; /* default -1 (auto: one per CPU, none on one); 0: on the loop */
 	char *listen[EB_CONF_LISTEN_MAX];
 	unsigned n_listen;
 	struct eb_user *users;

@@ -299,6 +299,11 @@ const char *eb_conn_identity(const struct eb_conn *c)
 	return peer && peer->known && c->handshake_done ? peer->identity : NULL;
 }
 
+uint64_t eb_conn_key_tag(const struct eb_conn *c)
+{
+	return eb_conn_identity(c) ? eb_tls_peer(c->ssl)->tag : 0;
+}
+
 const char *eb_conn_offered_identity(const struct eb_conn *c)
 {
 	const struct eb_tls_peer *peer = c->ssl ? eb_tls_peer(c->ssl) : NULL;

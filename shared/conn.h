@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct ssl_ctx_st;
@@ -51,6 +52,9 @@ int eb_conn_fd(const struct eb_conn *c);
 bool eb_conn_is_tls(const struct eb_conn *c);
 /* The PSK identity the peer used (server side, after the handshake, else NULL). */
 const char *eb_conn_identity(const struct eb_conn *c);
+/* The tag the PSK lookup gave the key the peer proved (server side, after the handshake, else
+ * 0); see eb_tls_psk_lookup_t. */
+uint64_t eb_conn_key_tag(const struct eb_conn *c);
 /* The identity the peer offered, known or not, printable (server side; "" if none). */
 const char *eb_conn_offered_identity(const struct eb_conn *c);
 enum eb_conn_failure eb_conn_failure(const struct eb_conn *c);

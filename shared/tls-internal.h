@@ -13,6 +13,7 @@ struct eb_tls_peer {
 	                                 * one longer than EB_KIND_MAX */
 	bool known;                     /* the identity named a configured user */
 	unsigned offered;               /* identities offered so far in this handshake */
+	uint64_t tag;                   /* what the lookup said of the key it gave (known only) */
 };
 
 /* The peer record of a server-side connection, or NULL before the client offered a PSK. */

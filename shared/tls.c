@@ -131,7 +131,7 @@ static int find_session(SSL *ssl, const unsigned char *identity, size_t identity
 	if (too_long)
 		memcpy(peer->identity + shown, "...", sizeof("..."));
 	/* Only the bytes as sent name a user: "al\001ce" is not "al?ce". */
-	if (too_long || !printable || d->lookup(peer->identity, key, d->userdata) < 0)
+	if (too_long || !printable || d->lookup(peer->identity, key, &peer->tag, d->userdata) < 0)
 		return 1; /* No session: the handshake fails for want of a PSK. */
 	peer->known = true;
 	*ret = psk_session(ssl, key);

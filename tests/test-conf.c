@@ -105,6 +105,7 @@ static void check_defaults(const struct eb_conf *conf)
 	assert_int_equal(conf->max_handshakes_per_address, 8);
 	assert_int_equal(conf->hello_timeout_s, 10);
 	assert_int_equal(conf->frame_timeout_s, 30);
+	assert_int_equal(conf->handshake_threads, EB_CONF_HANDSHAKE_THREADS_AUTO);
 	assert_int_equal(conf->n_listen, 0);
 }
 
@@ -129,6 +130,18 @@ static void test_defaults(void **state)
 	assert_null(eb_conf_free(NULL));
 }
 
+/* handshake-threads: auto (the default) and 0 (on the loop) are both said in words too. */
+static void test_handshake_threads(void **state)
+{
+	_cleanup_(eb_conf_freep) struct eb_conf *a = NULL, *b = NULL;
+
+	(void)state;
+	a = load_ok("[broker]\nhandshake-threads = 0\n");
+	assert_int_equal(a->handshake_threads, 0);
+	b = load_ok("[broker]\nhandshake-threads = auto\n");
+	assert_int_equal(b->handshake_threads, EB_CONF_HANDSHAKE_THREADS_AUTO);
+}
+
 static void test_full(void **state)
 {
 	_cleanup_(eb_conf_freep) struct eb_conf *conf = NULL;
@@ -150,6 +163,7 @@ static void test_full(void **state)
 	               "max-handshakes-per-address = 1\n"
 	               "hello-timeout-sec = 3600\n"
 	               "frame-timeout-sec = 1\n"
+	               "handshake-threads = 64\n"
 	               "listen = tcp://[::]:55225\n"
 	               "listen = unix:/run/eb.sock\r\n"
 	               "listen = vsock://any\n"
@@ -183,6 +197,7 @@ static void test_full(void **state)
 	assert_int_equal(conf->max_handshakes_per_address, 1);
 	assert_int_equal(conf->hello_timeout_s, 3600);
 	assert_int_equal(conf->frame_timeout_s, 1);
+	assert_int_equal(conf->handshake_threads, 64);
 	assert_int_equal(conf->n_listen, 3);
 	assert_string_equal(conf->listen[0], "tcp://[::]:55225");
 	assert_string_equal(conf->listen[1], "unix:/run/eb.sock");
@@ -250,6 +265,7 @@ static void test_example(void **state)
 	    .max_handshakes_per_address = conf->max_handshakes_per_address,
 	    .hello_timeout_s = conf->hello_timeout_s,
 	    .frame_timeout_s = conf->frame_timeout_s,
+	    .handshake_threads = conf->handshake_threads,
 	});
 	assert_int_equal(conf->n_listen, 3);
 	assert_int_equal(conf->n_users, 3);
@@ -421,6 +437,10 @@ static void test_errors_values(void **state)
 	    {"max-handshakes-per-address", "-1", "a number 1..65536"},
 	    {"hello-timeout-sec", "0", "a number of seconds 1..3600"},
 	    {"frame-timeout-sec", "3601", "a number of seconds 1..3600"},
+	    {"handshake-threads", "65", "auto, or a number 0..64"},
+	    {"handshake-threads", "-1", "auto, or a number 0..64"},
+	    {"handshake-threads", "Auto", "auto, or a number 0..64"},
+	    {"handshake-threads", "", "auto, or a number 0..64"},
 	    {"listen", "tcp://host:0",
 	     "tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH or vsock://CID[:PORT]"},
 	    {"listen", "unix:relative",
@@ -767,19 +787,13 @@ static void test_keys(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_defaults),
-	    cmocka_unit_test(test_full),
-	    cmocka_unit_test(test_upstream),
-	    cmocka_unit_test(test_example),
-	    cmocka_unit_test(test_errors_structure),
-	    cmocka_unit_test(test_errors_values),
-	    cmocka_unit_test(test_nul_byte),
-	    cmocka_unit_test(test_errors_validation),
-	    cmocka_unit_test(test_dropin_order),
-	    cmocka_unit_test(test_dropin_override),
-	    cmocka_unit_test(test_dropin_errors),
-	    cmocka_unit_test(test_unix_peer),
-	    cmocka_unit_test(test_keys),
+	    cmocka_unit_test(test_defaults),          cmocka_unit_test(test_full),
+	    cmocka_unit_test(test_handshake_threads), cmocka_unit_test(test_upstream),
+	    cmocka_unit_test(test_example),           cmocka_unit_test(test_errors_structure),
+	    cmocka_unit_test(test_errors_values),     cmocka_unit_test(test_nul_byte),
+	    cmocka_unit_test(test_errors_validation), cmocka_unit_test(test_dropin_order),
+	    cmocka_unit_test(test_dropin_override),   cmocka_unit_test(test_dropin_errors),
+	    cmocka_unit_test(test_unix_peer),         cmocka_unit_test(test_keys),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -25,9 +25,11 @@
 static const uint8_t user_key[EB_KEY_SIZE] = {1, 2, 3, 4, 5, 6, 7, 8};
 static unsigned lookups;
 
-static int lookup(const char *identity, uint8_t ret_key[EB_KEY_SIZE], void *userdata)
+static int lookup(const char *identity, uint8_t ret_key[EB_KEY_SIZE], uint64_t *ret_tag,
+                  void *userdata)
 {
 	(void)userdata;
+	*ret_tag = 7;
 	lookups++;
 	if (strcmp(identity, "alice") != 0 && strcmp(identity, LONG_USER) != 0)
 		return -ENOENT;

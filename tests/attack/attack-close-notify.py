@@ -17,7 +17,7 @@ ROUNDS = 5
 
 def test():
     peer = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
-        os.environ.get("EB_BUILD_DIR", "build"), "tests", "attack", "attack-tls-peer")
+        os.environ.get("EB_BUILD_DIR", "build"), "tests", "attack-tls-peer")
     check(os.access(peer, os.X_OK), f"the TLS peer {peer} is built")
     b = start_broker(users={"sinkonly": {"role": "sink"}})
     try:

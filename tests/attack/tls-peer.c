@@ -5,9 +5,13 @@
  * before the TCP FIN, or a bare EOF. It is OpenSSL alone, not libeb, so that no broker code
  * judges the broker; and without SSL_OP_IGNORE_UNEXPECTED_EOF, so that a bare EOF shows.
  *
- * Usage: attack-tls-peer HOST PORT USER KEYFILE put|garbage [SOURCE-ADDRESS]
+ * Usage: attack-tls-peer HOST PORT USER KEYFILE put|garbage|hold [SOURCE-ADDRESS]
  *   put      a PUT, which a sink-only user may not send (ERROR FORBIDDEN)
  *   garbage  a frame header with an unknown type (ERROR PROTOCOL)
+ *   hold     for test-reload.py: the handshake up to the client's Finished, which is held back
+ *            (the broker has looked the key up and answered); prints "held" and waits for a
+ *            line on stdin; then sends it and HELLO as a sink, and prints "welcome",
+ *            "error CODE" or "closed" for what came back.
  * SOURCE-ADDRESS: an IPv4 address to connect from (the attack tests' attacker is 127.0.0.2).
  * Prints "welcome", "error CODE" and one of "close: close_notify", "close: eof",
  * "close: other ..."; exits 0 when it got that far, 1 otherwise. */
@@ -146,6 +150,59 @@ static int write_all(SSL *ssl, const unsigned char *buf, size_t n)
 	return SSL_write_ex(ssl, buf, n, &put) == 1 && put == n ? 0 : -1;
 }
 
+/* Sends what the client wrote into its memory BIO. */
+static int flush_out(BIO *out, int fd)
+{
+	char buf[4096];
+	int n;
+
+	while ((n = BIO_read(out, buf, sizeof(buf))) > 0)
+		for (int off = 0; off < n;) {
+			ssize_t k = send(fd, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
+
+			if (k <= 0)
+				return -1;
+			off += (int)k;
+		}
+	return 0;
+}
+
+/* The handshake through memory BIOs, so that the client's last flight (its Finished) can wait:
+ * by then the broker has taken the ClientHello, looked the key up and sent its Finished. Then
+ * the socket itself again, for HELLO and the answer. */
+static int hold(SSL *ssl, int fd)
+{
+	BIO *in = BIO_new(BIO_s_mem()), *out = BIO_new(BIO_s_mem()), *sock;
+	char buf[4096], line[16];
+	int r;
+
+	if (!in || !out)
+		return -1;
+	SSL_set_bio(ssl, in, out);
+	SSL_set_connect_state(ssl);
+	while ((r = SSL_do_handshake(ssl)) != 1) {
+		ssize_t k;
+
+		if (SSL_get_error(ssl, r) != SSL_ERROR_WANT_READ || flush_out(out, fd) < 0)
+			return -1;
+		k = recv(fd, buf, sizeof(buf), 0);
+		if (k <= 0 || BIO_write(in, buf, (int)k) != (int)k)
+			return -1;
+	}
+	/* Nothing more comes from a broker that sends no tickets until it hears from us. */
+	if (BIO_pending(in) != 0)
+		return -1;
+	printf("held\n");
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin) || flush_out(out, fd) < 0)
+		return -1;
+	sock = BIO_new_socket(fd, BIO_NOCLOSE);
+	if (!sock)
+		return -1;
+	SSL_set_bio(ssl, sock, sock);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const unsigned char hello[] = {1, 0, 0, 0, 0, 0, 0, 10, /* header: HELLO, 10 bytes */
@@ -162,8 +219,10 @@ int main(int argc, char **argv)
 	int fd, t, r, e;
 
 	if ((argc != 6 && argc != 7) || strlen(argv[3]) == 0 || strlen(argv[3]) >= sizeof(user) ||
-	    (strcmp(argv[5], "put") != 0 && strcmp(argv[5], "garbage") != 0)) {
-		fprintf(stderr, "Usage: %s HOST PORT USER KEYFILE put|garbage [SOURCE-ADDRESS]\n",
+	    (strcmp(argv[5], "put") != 0 && strcmp(argv[5], "garbage") != 0 &&
+	     strcmp(argv[5], "hold") != 0)) {
+		fprintf(stderr,
+		        "Usage: %s HOST PORT USER KEYFILE put|garbage|hold [SOURCE-ADDRESS]\n",
 		        argv[0]);
 		return 2;
 	}
@@ -183,6 +242,22 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	ssl = SSL_new(ctx);
+	if (ssl && strcmp(argv[5], "hold") == 0) {
+		if (hold(ssl, fd) < 0) {
+			fprintf(stderr, "%s: TLS handshake failed\n", argv[0]);
+			return 1;
+		}
+		t = write_all(ssl, hello, sizeof(hello)) < 0
+		        ? -1
+		        : read_frame(ssl, payload, sizeof(payload));
+		if (t == 2)
+			printf("welcome\n");
+		else if (t == 11)
+			printf("error %u\n", (unsigned)payload[0] << 8 | payload[1]);
+		else
+			printf("closed\n");
+		return 0;
+	}
 	if (!ssl || !SSL_set_fd(ssl, fd) || SSL_connect(ssl) != 1) {
 		fprintf(stderr, "%s: TLS handshake failed\n", argv[0]);
 		ERR_print_errors_fp(stderr);

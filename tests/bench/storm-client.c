@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -559,6 +560,9 @@ int main(int argc, char *argv[])
 	r = parse_argv(argc, argv);
 	if (r <= 0)
 		return r < 0 ? 2 : 0;
+	/* A broker that closes a connection (a limit, a reload, a stop) is a failure to count,
+	 * not the end of the load. */
+	signal(SIGPIPE, SIG_IGN);
 	/* Every connection is an fd: take what the hard limit allows. */
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
 		rl.rlim_cur = rl.rlim_max;

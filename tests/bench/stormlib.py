@@ -18,9 +18,11 @@ BLOCK_BITS = 512  # a full-entropy request costs whole 512-bit pool blocks
 BLOCK_INPUT = 72  # bytes of 8-bit-per-byte input per block (576 credited bits)
 
 
-def cpu_seconds(pid):
-    """utime + stime of a live process (all its threads), from /proc/PID/stat."""
-    with open(f"/proc/{pid}/stat") as f:
+def cpu_seconds(pid, thread=None):
+    """utime + stime of a live process (all its threads), from /proc/PID/stat; with thread, of
+    that thread alone (the broker's event loop is the thread whose id is the pid)."""
+    path = f"/proc/{pid}/task/{thread}/stat" if thread else f"/proc/{pid}/stat"
+    with open(path) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
@@ -123,7 +125,7 @@ class StormBroker:
     `users` sink users (vm0, vm1 ... each with its own key), a local source/admin over unix, and
     a pool big enough for `seeds` seeds of 256 bits, filled before anything is measured."""
 
-    def __init__(self, build, sessions, users, seeds):
+    def __init__(self, build, sessions, users, seeds, broker_extra=""):
         eblib.BUILD = build
         self.build = build
         self.tmp = tempfile.mkdtemp(prefix="eb-storm-")
@@ -136,7 +138,7 @@ class StormBroker:
         spec["local"] = {"role": "source, sink, admin", "key": False,
                          "unix-uid": os.getuid(), "max-credit-per-byte": 8}
         extra = (f"max-sessions = {sessions + 64}\nmax-handshakes = {sessions}\n"
-                 f"max-handshakes-per-address = {sessions}\n")
+                 f"max-handshakes-per-address = {sessions}\n{broker_extra}")
         self.broker = eblib.Broker(spec, broker_extra=extra, tmp=self.tmp, capacity=capacity)
         # One user's sessions are capped at 256 by default: a user per VM is what a storm
         # looks like, so the cap is raised only as far as the users are fewer than sessions.

@@ -167,6 +167,8 @@ static void setup(void)
 	                       "capacity-bits = 8192\n"
 	                       "seed-file =\n"
 	                       "status-interval-sec = 1\n"
+	                       /* Handshakes on the loop: each input must replay the same. */
+	                       "handshake-threads = 0\n"
 	                       "[user local]\n"
 	                       "role = source,sink,admin\n"
 	                       "unix-uid = %u\n"

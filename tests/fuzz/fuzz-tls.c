@@ -38,7 +38,8 @@ static const struct {
 static unsigned lookups;
 static bool last_found;
 
-static int lookup(const char *identity, uint8_t ret_key[EB_KEY_SIZE], void *userdata)
+static int lookup(const char *identity, uint8_t ret_key[EB_KEY_SIZE], uint64_t *ret_tag,
+                  void *userdata)
 {
 	size_t len = strnlen(identity, EB_KIND_MAX + 1);
 
@@ -52,6 +53,7 @@ static int lookup(const char *identity, uint8_t ret_key[EB_KEY_SIZE], void *user
 	for (size_t i = 0; i < ELEMENTSOF(users); i++)
 		if (strcmp(identity, users[i].name) == 0) {
 			memset(ret_key, users[i].fill, EB_KEY_SIZE);
+			*ret_tag = i + 1;
 			last_found = true;
 			return 0;
 		}
