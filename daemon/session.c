@@ -140,7 +140,11 @@ void session_update_events(struct session *s)
 		if (s->wend > s->wstart || eb_conn_wants_write(s->conn))
 			events |= EPOLLOUT;
 	}
-	(void)sd_event_source_set_io_events(s->io, events);
+	/* Edge-triggered: sd-event dispatches one source per loop iteration, and a level-triggered
+	 * socket that waits its turn is reported by every epoll_wait() until then, which with a
+	 * thousand connections ready at once (a boot storm) was most of the loop's time. The pump
+	 * reads and writes until the socket says EAGAIN, or comes back from the defer source. */
+	(void)sd_event_source_set_io_events(s->io, events | EPOLLET);
 	release_empty_buffers(s);
 
 	/* Bytes that TLS already decrypted, or whole frames we stopped parsing for lack of
@@ -390,7 +394,7 @@ int session_new(struct broker *b, int fd, bool tls, const char *listener, struct
 	}
 	if (tls)
 		set_keepalive(fd);
-	r = sd_event_add_io(b->event, &s->io, fd, EPOLLIN, on_io, s);
+	r = sd_event_add_io(b->event, &s->io, fd, EPOLLIN | EPOLLET, on_io, s);
 	if (r < 0)
 		goto fail;
 	r = sd_event_add_defer(b->event, &s->defer, on_defer, s);
@@ -533,11 +537,14 @@ static bool linger(struct session *s)
 
 void session_pump(struct session *s)
 {
+	bool more = false; /* the last read got bytes: the socket may hold more */
+
 	assert(!s->in_worker);
 	for (unsigned budget = 16; budget > 0; budget--) {
 		bool progress = false;
 		int r;
 
+		more = false;
 		if (s->state == SESSION_HANDSHAKE) {
 			if (s->broker->workers) {
 				handshake_offload(s);
@@ -583,6 +590,7 @@ void session_pump(struct session *s)
 			if (k > 0) {
 				s->rend += (size_t)k;
 				progress = true;
+				more = true;
 			}
 		}
 		if (process_frames(s))
@@ -593,6 +601,10 @@ void session_pump(struct session *s)
 			break;
 	}
 	session_update_events(s);
+	/* The budget ran out before a read said EAGAIN: edge-triggered, the socket will not say
+	 * again what it still holds, so come back for it. */
+	if (more)
+		(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
 	return;
 close_notify:
 	/* An orderly end, the peer's: TLS says so with close_notify before the FIN, so that the
