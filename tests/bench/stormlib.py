@@ -137,7 +137,9 @@ class StormBroker:
         spec = {f"vm{i}": {"role": "sink"} for i in range(users)}
         spec["local"] = {"role": "source, sink, admin", "key": False,
                          "unix-uid": os.getuid(), "max-credit-per-byte": 8}
-        extra = (f"max-sessions = {sessions + 64}\nmax-handshakes = {sessions}\n"
+        # Sessions whose peers got their DATA and closed stay counted until the broker reads
+        # the end of their stream: room for as many again as are connecting.
+        extra = (f"max-sessions = {2 * sessions + 64}\nmax-handshakes = {sessions}\n"
                  f"max-handshakes-per-address = {sessions}\n{broker_extra}")
         self.broker = eblib.Broker(spec, broker_extra=extra, tmp=self.tmp, capacity=capacity)
         # One user's sessions are capped at 256 by default: a user per VM is what a storm
