@@ -2,18 +2,21 @@
 #include "io.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "macro.h"
 
-int eb_write_all(int fd, const void *buf, size_t len)
+/* The one loop behind both: a socket is written with send(MSG_NOSIGNAL), so that a peer gone
+ * costs an EPIPE and not the process. */
+static int put_all(int fd, const void *buf, size_t len, bool socket)
 {
 	const uint8_t *p = buf;
 
 	while (len > 0) {
-		ssize_t k = write(fd, p, len);
+		ssize_t k = socket ? send(fd, p, len, MSG_NOSIGNAL) : write(fd, p, len);
 
 		if (k < 0 && errno == EINTR)
 			continue;
@@ -25,19 +28,12 @@ int eb_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+int eb_write_all(int fd, const void *buf, size_t len)
+{
+	return put_all(fd, buf, len, false);
+}
+
 int eb_send_all(int fd, const void *buf, size_t len)
 {
-	const uint8_t *p = buf;
-
-	while (len > 0) {
-		ssize_t k = send(fd, p, len, MSG_NOSIGNAL);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return negative_errno();
-		p += k;
-		len -= (size_t)k;
-	}
-	return 0;
+	return put_all(fd, buf, len, true);
 }

@@ -84,14 +84,6 @@ def n_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def wait_for(cond, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise eblib.Failure(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def pool_bits(broker):
     """The pool's level, asked over unix as the local admin."""
     raw = eblib.Raw(broker.sock)
@@ -187,7 +179,7 @@ class StormBroker:
 
     def quiet(self, fds, timeout=30):
         """Waits until the broker holds no more fds than it did with no sessions."""
-        wait_for(lambda: n_fds(self.pid) <= fds, timeout, "the broker's sessions to end")
+        eblib.wait_for("the broker's sessions to end", lambda: n_fds(self.pid) <= fds, timeout)
 
     def cleanup(self):
         self.broker.cleanup()

@@ -208,9 +208,10 @@ class Broker:
             raise Failure(f"the broker's log has a sanitizer report: {report.group(0)}")
 
 
-def wait_for(what, cond, timeout=30, interval=0.1):
+def wait_for(what, cond, timeout=30, interval=0.1, detail=None):
     """Polls cond() until it returns something true, and returns that; fails the test, naming
-    what, after timeout seconds. For the event a test waits on, instead of a fixed sleep."""
+    what, after timeout seconds (and what detail() says then, such as a log's tail). For the
+    event a test waits on, instead of a fixed sleep."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         v = cond()
@@ -218,7 +219,7 @@ def wait_for(what, cond, timeout=30, interval=0.1):
             return v
         time.sleep(interval)
     v = cond()
-    check(v, f"{what} (waited {timeout} s)")
+    check(v, f"{what} (waited {timeout} s)" + (f"; {detail()}" if detail and not v else ""))
     return v
 
 

@@ -17,7 +17,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bench"))
 import stormlib  # noqa: E402
-from eblib import BUILD, check, main, write_key  # noqa: E402
+from eblib import BUILD, check, main, wait_for, write_key  # noqa: E402
 
 USERS = 20
 SEEDS = 1500
@@ -42,8 +42,8 @@ def figures(proc, timeout=600):
 def hup(sb, n):
     """The n-th reload, waited for by its log line."""
     os.kill(sb.pid, signal.SIGHUP)
-    stormlib.wait_for(lambda: sb.broker.read_log().count("Reloaded ") >= n, 60,
-                      f"reload {n} to be logged")
+    wait_for(f"reload {n} to be logged",
+             lambda: sb.broker.read_log().count("Reloaded ") >= n, 60)
 
 
 def worker_threads(pid):
@@ -103,8 +103,8 @@ def test():
         # 3. Stopped in the middle of a storm: handshakes are on the workers as it stops.
         cpu0 = stormlib.cpu_seconds(sb.pid)
         proc = storm(sb, sb.users_file, 100000, concurrency=CONCURRENCY)
-        stormlib.wait_for(lambda: stormlib.cpu_seconds(sb.pid) > cpu0 + 0.5, 120,
-                          "the broker to be busy with the second storm")
+        wait_for("the broker to be busy with the second storm",
+                 lambda: stormlib.cpu_seconds(sb.pid) > cpu0 + 0.5, 120)
         rc = sb.broker.stop(signal.SIGTERM)
         proc.kill()
         proc.wait()

@@ -10,7 +10,7 @@ import socket
 import struct
 import time
 
-from eblib import ME, MSG, Broker, Raw, check, main, prog, run
+from eblib import ME, MSG, Broker, Raw, check, main, prog, run, wait_for
 
 ERR_BUSY = 8
 
@@ -21,15 +21,6 @@ def idle_tcp(port, n):
         s = socket.create_connection(("127.0.0.1", port), timeout=5)
         socks.append(s)
     return socks
-
-
-def wait_for(cond, timeout=10):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
 
 
 def status_cmd(b):
@@ -54,8 +45,8 @@ def busy_close(b):
         for s in socks:
             s.close()
     # Their slots come back as soon as they close.
-    check(wait_for(lambda: status_cmd(b).returncode == 0),
-          "once the idle connections close, the admin is served again")
+    wait_for("once the idle connections close, the admin is served again",
+             lambda: status_cmd(b).returncode == 0, timeout=10, interval=0.05)
 
 
 def eviction(b):

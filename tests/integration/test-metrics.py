@@ -15,7 +15,7 @@ import urllib.parse
 import urllib.request
 
 from eblib import (SKIP, Broker, Failure, check, donate, main, need, prog, reserve_port, run,
-                   tcp_listening)
+                   tcp_listening, wait_for)
 
 
 def http(port, request, timeout=20):
@@ -51,16 +51,6 @@ def query(port, expr):
     if data.get("status") != "success":
         raise Failure(f"prometheus query {expr}: {data}")
     return [(s["metric"], float(s["value"][1])) for s in data["data"]["result"]]
-
-
-def wait_for(what, fn, timeout=60):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.2)
-    raise Failure(f"timed out waiting for {what}")
 
 
 def stop(p):

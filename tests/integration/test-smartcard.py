@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 
-from eblib import SKIP, Broker, check, main, prog, reserve_port
+from eblib import SKIP, Broker, check, main, prog, reserve_port, wait_for
 
 VPCD = "/usr/lib/pcsc/drivers/serial/libifdvpcd.so"
 # Debian 12's python3-virtualsmartcard installs its package under site-packages/virtualsmartcard
@@ -29,13 +29,10 @@ def skip(why):
     raise SystemExit(SKIP)
 
 
-def wait_for(cond, timeout, what, log=None):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return True
-        time.sleep(0.1)
-    check(False, f"{what} within {timeout} s" + (f"; the source's log: {log()[-800:]}" if log else ""))
+def wait_source(cond, timeout, what, log=None):
+    """eblib.wait_for(), with the tail of the source's log when it fails."""
+    return wait_for(what, cond, timeout,
+                    detail=(lambda: f"the source's log: {log()[-800:]}") if log else None)
 
 
 class Pcsc:
@@ -65,7 +62,7 @@ class Pcsc:
         self.pcscd = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh",
                                        "-c", script, "sh", self.run, self.conf],
                                       stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-        wait_for(lambda: os.path.exists(self.sock) or self.pcscd.poll() is not None, 20,
+        wait_source(lambda: os.path.exists(self.sock) or self.pcscd.poll() is not None, 20,
                  "pcscd makes its socket")
         if self.pcscd.poll() is not None:
             skip(f"pcscd did not start: {open(os.path.join(self.tmp, 'pcscd.log')).read()[-300:]}")
@@ -149,19 +146,19 @@ def test():
                                env=env, stdout=out, stderr=subprocess.STDOUT)
         log = lambda: open(os.path.join(tmp, "source.log"), errors="replace").read()
 
-        wait_for(lambda: "Taking challenges from the card in \"EB test PCD" in log(), 60,
+        wait_source(lambda: "Taking challenges from the card in \"EB test PCD" in log(), 60,
                  "the source takes challenges from the virtual card", log)
         check(True, "the source found the virtual card through pcscd")
-        wait_for(lambda: size(raw) >= 2048, 60, "2048 bytes of challenges are sampled", log)
+        wait_source(lambda: size(raw) >= 2048, 60, "2048 bytes of challenges are sampled", log)
 
         # The card taken out and put back.
         pcsc.remove()
-        wait_for(lambda: re.search(r"Lost the card|was taken out", log()), 60,
+        wait_source(lambda: re.search(r"Lost the card|was taken out", log()), 60,
                  "the source notices the card is gone", log)
         check(True, "the source notices the card was taken out")
         before = size(raw)
         pcsc.insert()
-        wait_for(lambda: size(raw) > before + 512, 60, "challenges resume after the card is back", log)
+        wait_source(lambda: size(raw) > before + 512, 60, "challenges resume after the card is back", log)
         check(True, f"challenges resume once the card is back ({before} -> {size(raw)} bytes)")
 
         # pcscd itself stopped and started again: the source waits and comes back.
@@ -170,7 +167,7 @@ def test():
         before = size(raw)
         pcsc.start_pcscd()
         pcsc.insert()
-        wait_for(lambda: size(raw) > before + 512, 90, "challenges resume after pcscd restarts",
+        wait_source(lambda: size(raw) > before + 512, 90, "challenges resume after pcscd restarts",
                  log)
         check(True, f"challenges resume after pcscd restarts ({before} -> {size(raw)} bytes)")
 
