@@ -256,6 +256,9 @@ int main(int argc, char **argv)
 			printf("error %u\n", (unsigned)payload[0] << 8 | payload[1]);
 		else
 			printf("closed\n");
+		SSL_free(ssl);
+		close(fd);
+		SSL_CTX_free(ctx);
 		return 0;
 	}
 	if (!ssl || !SSL_set_fd(ssl, fd) || SSL_connect(ssl) != 1) {
