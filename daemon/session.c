@@ -282,10 +282,14 @@ void session_free(struct session *s)
 	sd_event_source_disable_unref(s->timer);
 	sd_event_source_disable_unref(s->frame_timer);
 	s->io = s->defer = s->timer = s->frame_timer = NULL;
-	if (s->in_worker) {
+	/* A step no worker has taken yet is taken back, so that a handshake ended while it
+	 * waited (timed out, made way for a new one) costs no key exchange, and its fd is closed
+	 * now, within the limits it was just counted out of. One under way is freed on return. */
+	if (s->in_worker && !workers_cancel(b->workers, &s->handshake_work)) {
 		s->ended = true; /* handshake_done() frees it */
 		return;
 	}
+	s->in_worker = false;
 	session_destroy(s);
 }
 
@@ -602,7 +606,9 @@ void session_pump(struct session *s)
 	}
 	session_update_events(s);
 	/* The budget ran out before a read said EAGAIN: edge-triggered, the socket will not say
-	 * again what it still holds, so come back for it. */
+	 * again what it still holds, so come back for it. (sd-event 252 also re-reads the
+	 * readiness whenever the events of an EPOLLET source are set, as above; this does not
+	 * rely on that.) */
 	if (more)
 		(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
 	return;

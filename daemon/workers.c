@@ -39,6 +39,7 @@ static void *worker_main(void *arg)
 			break;
 		w = eb_list_first(&ws->todo, struct work, node);
 		eb_list_remove(&ws->todo, &w->node);
+		w->queued = false;
 		pthread_mutex_unlock(&ws->lock);
 
 		w->run(w);
@@ -127,8 +128,24 @@ void workers_submit(struct workers *ws, struct work *w)
 {
 	pthread_mutex_lock(&ws->lock);
 	eb_list_append(&ws->todo, &w->node);
+	w->queued = true;
 	pthread_cond_signal(&ws->wake);
 	pthread_mutex_unlock(&ws->lock);
+}
+
+bool workers_cancel(struct workers *ws, struct work *w)
+{
+	bool queued;
+
+	pthread_mutex_lock(&ws->lock);
+	/* Only the queue is searched: a node in the done list would look like one in any list. */
+	queued = w->queued;
+	if (queued) {
+		eb_list_remove(&ws->todo, &w->node);
+		w->queued = false;
+	}
+	pthread_mutex_unlock(&ws->lock);
+	return queued;
 }
 
 struct workers *workers_free(struct workers *ws)
@@ -150,6 +167,7 @@ struct workers *workers_free(struct workers *ws)
 	ws->todo = (struct eb_list){0};
 	eb_list_foreach_safe(w, next, &cancelled, node) {
 		eb_list_remove(&cancelled, &w->node);
+		w->queued = false;
 		w->done(w, true);
 	}
 	sd_event_source_disable_unref(ws->io);

@@ -15,7 +15,8 @@
 struct workers;
 
 struct work {
-	struct eb_list_node node;
+	struct eb_list_node node; /* in the workers' queue, or their done list */
+	bool queued;              /* in the queue, no thread has taken it (the workers' lock) */
 	/* On a worker thread. */
 	void (*run)(struct work *w);
 	/* On the event loop, once run() has returned, or without it (cancelled) when the workers
@@ -28,6 +29,9 @@ struct work {
 int workers_new(sd_event *e, unsigned n, struct workers **ret);
 /* Hands w to a worker; w must not be with the workers already. */
 void workers_submit(struct workers *ws, struct work *w);
+/* Takes w back if no thread has taken it yet: true then, and neither run() nor done() will be
+ * called for it. False when it is running or done (done() comes as usual). */
+bool workers_cancel(struct workers *ws, struct work *w);
 /* Stops the threads after the jobs they are running; jobs not yet started are cancelled. Every
  * job's done() runs before this returns. */
 struct workers *workers_free(struct workers *ws);

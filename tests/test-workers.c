@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Tests for daemon/workers.c: jobs run on a thread that is not the loop's, and come back to the
- * loop, each exactly once; done() may hand a job back; stopping cancels what no thread took, runs
- * done() for every job before it returns, and never both runs and cancels one. */
+ * loop, each exactly once; done() may hand a job back; a job no thread took can be taken back;
+ * stopping cancels what no thread took, runs done() for every job before it returns, and never
+ * both runs and cancels one. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -178,6 +179,69 @@ static void test_free_cancels_the_queue(void **state)
 	sd_event_unref(e);
 }
 
+static atomic_bool started, release;
+
+static void blocking_run(struct work *w)
+{
+	job_run(w);
+	atomic_store(&started, true);
+	while (!atomic_load(&release))
+		usleep(1000);
+}
+
+/* A job no thread has taken is taken back, and never runs or comes back; one that runs, or has
+ * run and waits for the loop, cannot be, and comes back as usual. */
+static void test_cancel(void **state)
+{
+	sd_event *e = NULL;
+	struct workers *ws = NULL;
+	struct job *jobs;
+	int finished = 0;
+	uint64_t deadline = eb_now_ms() + DEADLINE_MS;
+
+	(void)state;
+	assert_int_equal(sd_event_new(&e), 0);
+	assert_int_equal(workers_new(e, 1, &ws), 0);
+	jobs = jobs_new(3, ws, &finished, 0, 0);
+	jobs[0].w.run = blocking_run;
+	atomic_store(&started, false);
+	atomic_store(&release, false);
+	for (unsigned i = 0; i < 3; i++)
+		workers_submit(ws, &jobs[i].w);
+	while (!atomic_load(&started)) {
+		assert_true(eb_now_ms() < deadline);
+		usleep(1000);
+	}
+	assert_false(workers_cancel(ws, &jobs[0].w)); /* running */
+	assert_true(workers_cancel(ws, &jobs[1].w));  /* queued */
+	assert_false(workers_cancel(ws, &jobs[1].w)); /* already taken back */
+	atomic_store(&release, true);
+	run_until(e, &finished, 2);
+	assert_int_equal(atomic_load(&jobs[0].runs), 1);
+	assert_int_equal(jobs[0].dones, 1);
+	assert_int_equal(atomic_load(&jobs[1].runs), 0);
+	assert_int_equal(jobs[1].dones + jobs[1].cancels, 0);
+	assert_int_equal(jobs[2].dones, 1);
+
+	/* Run, not yet taken by the loop: too late to take back. */
+	finished = 0;
+	jobs[2].dones = 0;
+	workers_submit(ws, &jobs[2].w);
+	while (atomic_load(&jobs[2].runs) < 2) {
+		assert_true(eb_now_ms() < deadline);
+		usleep(1000);
+	}
+	/* Running or handed back, both too late; the pause aims at the second. */
+	usleep(10000);
+	assert_false(workers_cancel(ws, &jobs[2].w));
+	run_until(e, &finished, 1);
+	assert_int_equal(jobs[2].dones, 1);
+
+	workers_free(ws);
+	free(jobs);
+	sd_event_unref(e);
+}
+
 /* No job at all: the threads start and stop. */
 static void test_idle_start_stop(void **state)
 {
@@ -199,6 +263,7 @@ int main(void)
 	    cmocka_unit_test(test_jobs_go_and_come_back),
 	    cmocka_unit_test(test_done_submits_again),
 	    cmocka_unit_test(test_free_cancels_the_queue),
+	    cmocka_unit_test(test_cancel),
 	    cmocka_unit_test(test_idle_start_stop),
 	};
 
