@@ -179,5 +179,28 @@ while IFS= read -r line; do
 done <"$cmds"
 report "README's Using it in $(eb_elapsed "$t_readme") s"
 
+# "To watch it": the metrics endpoint, which the packages' own user and drop-in serve with no
+# file edited. The command and the address are the README's.
+metrics_line=$(grep -m1 -E '^systemctl enable --now eb-metrics\.socket +# .*http://' "$top/README.md") ||
+	fail "the README no longer says how to turn on the metrics endpoint"
+metrics_cmd=${metrics_line%%#*}
+metrics_url=$(grep -oE 'http://[0-9.]+:[0-9]+/[a-z]+' <<<"$metrics_line")
+metrics_host=${metrics_url#http://}
+metrics_path=/${metrics_host#*/}
+metrics_host=${metrics_host%%/*}
+step "README: $metrics_cmd, then GET $metrics_url"
+guest "$metrics_cmd"
+guest 'systemctl is-active eb-metrics.socket' >/dev/null || fail "eb-metrics.socket is not listening"
+# No curl in a fresh guest: bash speaks the HTTP/1.0 request itself.
+scrape="exec 3<>/dev/tcp/${metrics_host%:*}/${metrics_host#*:}; printf 'GET $metrics_path HTTP/1.0\r\nHost: $metrics_host\r\n\r\n' >&3; cat <&3"
+out=$(vm_exec -t 60 "$scrape") || fail "GET $metrics_url failed: $out"
+grep -m1 '^HTTP/' <<<"$out"
+grep -E '^eb_(broker_up|pool_bits|pool_capacity_bits) ' <<<"$out" || true
+grep -qE '^HTTP/1\.[01] 200' <<<"$out" || fail "GET $metrics_url did not answer 200: $(head -n 3 <<<"$out")"
+grep -qx 'eb_broker_up 1' <<<"$out" || fail "the metrics do not say eb_broker_up 1"
+bits=$(sed -n 's/^eb_pool_bits \([0-9]*\).*/\1/p' <<<"$out")
+[[ -n $bits && $bits -gt 0 ]] || fail "eb_pool_bits is '${bits}', not above 0 with the hwrng donating"
+report "metrics: $metrics_cmd; GET $metrics_url: eb_broker_up 1, eb_pool_bits $bits"
+
 step "no file was edited"
 guest 'find /etc/entropy-broker -type f | grep . && exit 1; true' || fail "a file appeared in /etc/entropy-broker"
