@@ -184,6 +184,7 @@ report "README's Using it in $(eb_elapsed "$t_readme") s"
 metrics_line=$(grep -m1 -E '^systemctl enable --now eb-metrics\.socket +# .*http://' "$top/README.md") ||
 	fail "the README no longer says how to turn on the metrics endpoint"
 metrics_cmd=${metrics_line%%#*}
+metrics_cmd=${metrics_cmd%"${metrics_cmd##*[! ]}"}
 metrics_url=$(grep -oE 'http://[0-9.]+:[0-9]+/[a-z]+' <<<"$metrics_line")
 metrics_host=${metrics_url#http://}
 metrics_path=/${metrics_host#*/}
