@@ -313,7 +313,9 @@ static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
 			log_notice("%s has no RNG behind it any more; stopping", d->path);
 			return 0;
 		}
-		if (k < 0)
+		/* A serial line whose other end went away reads as a hang-up (0) or, a moment
+		 * later, as EIO (the tty layer's "other side closed"): both are a hang-up. */
+		if (k < 0 && !(errno == EIO && d->tty))
 			return log_error_errno(errno, "Failed to read %s: %m", d->path);
 		/* A hang-up. Unplugged, the node goes with the device and the reopen says so; a
 		 * device still there (its carrier dropped a moment) goes on donating. */
