@@ -49,8 +49,8 @@ struct session {
 	bool addr_counted;                  /* its address counts towards a per-address limit */
 	/* A handshake step on a worker thread (broker->workers): until it comes back the
 	 * connection is the worker's, and the loop neither reads it nor frees it. A session
-	 * ended meanwhile (a timeout, a reload, make-way) is counted out at once and freed when
-	 * the step returns. */
+	 * ended meanwhile (a timeout, make-way, shutdown) is counted out at once; its step is
+	 * taken back if no worker has started it, else the session is freed when it returns. */
 	struct work handshake_work;
 	int handshake_result;
 	bool in_worker, ended;

@@ -61,20 +61,28 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* Hands each job of a list taken from the workers back to its owner. done() may submit the job
+ * again: it leaves the batch first. */
+static void finish(struct eb_list batch, bool cancelled)
+{
+	struct work *w, *next;
+
+	eb_list_foreach_safe(w, next, &batch, node) {
+		eb_list_remove(&batch, &w->node);
+		w->queued = false;
+		w->done(w, cancelled);
+	}
+}
+
 static void take_done(struct workers *ws)
 {
 	struct eb_list batch;
-	struct work *w, *next;
 
 	pthread_mutex_lock(&ws->lock);
 	batch = ws->done;
 	ws->done = (struct eb_list){0};
 	pthread_mutex_unlock(&ws->lock);
-	/* done() may submit the job again: it leaves the batch first. */
-	eb_list_foreach_safe(w, next, &batch, node) {
-		eb_list_remove(&batch, &w->node);
-		w->done(w, false);
-	}
+	finish(batch, false);
 }
 
 static int on_done(sd_event_source *src, int fd, uint32_t revents, void *userdata)
@@ -150,9 +158,6 @@ bool workers_cancel(struct workers *ws, struct work *w)
 
 struct workers *workers_free(struct workers *ws)
 {
-	struct eb_list cancelled;
-	struct work *w, *next;
-
 	if (!ws)
 		return NULL;
 	pthread_mutex_lock(&ws->lock);
@@ -163,13 +168,8 @@ struct workers *workers_free(struct workers *ws)
 		pthread_join(ws->threads[i], NULL);
 	/* No thread is left: the lists are the loop's now. What ran is done; the rest never ran. */
 	take_done(ws);
-	cancelled = ws->todo;
+	finish(ws->todo, true);
 	ws->todo = (struct eb_list){0};
-	eb_list_foreach_safe(w, next, &cancelled, node) {
-		eb_list_remove(&cancelled, &w->node);
-		w->queued = false;
-		w->done(w, true);
-	}
 	sd_event_source_disable_unref(ws->io);
 	safe_close(ws->efd);
 	free(ws->threads);
