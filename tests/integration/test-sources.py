@@ -277,6 +277,27 @@ def test_exec(b):
     check(b.wait_log(f"file {path} (low trust)"), "HELLO reports the file as low trust")
 
 
+TIOCVHANGUP = 0x5437
+
+
+def read_commands(master, want, timeout=30):
+    """What the source writes to the pty: its start-up commands."""
+    got = b""
+    deadline = time.time() + timeout
+    while len(got) < len(want) and time.time() < deadline:
+        r, _, _ = __import__("select").select([master], [], [], 0.2)
+        if r:
+            got += os.read(master, 64)
+    return got
+
+
+def kill(p):
+    """Ends a program the test started, if it is still running."""
+    if p.poll() is None:
+        p.kill()
+        p.wait()
+
+
 def test_tty(b):
     """A pseudo-terminal stands in for a serial TRNG: raw mode and --baud are set on it, a
     OneRNG's start-up commands arrive on the other side, and what is written there is sampled."""
@@ -287,12 +308,7 @@ def test_tty(b):
                             "--baud", "115200", "--samples", "8192", "--dump-raw", dump, path],
                            stderr=subprocess.PIPE)
     try:
-        got = b""
-        deadline = time.time() + 10
-        while len(got) < 15 and time.time() < deadline:
-            r, _, _ = __import__("select").select([master], [], [], 0.2)
-            if r:
-                got += os.read(master, 64)
+        got = read_commands(master, b"cmd0\ncmdO\ncmdw\n", timeout=10)
         check(got == b"cmd0\ncmdO\ncmdw\n", f"the OneRNG start-up commands arrive in order ({got!r})")
         attrs = termios.tcgetattr(slave)
         check(attrs[4] == termios.B115200 and attrs[5] == termios.B115200, "--baud 115200 is set")
@@ -308,25 +324,9 @@ def test_tty(b):
         check("Moonbase Otago OneRNG (--type onerng)" in err, "as a OneRNG")
         check(open(dump, "rb").read() == data, "and sampled exactly what the device sent")
     finally:
-        if src.poll() is None:
-            src.kill()
-            src.wait()
+        kill(src)
         os.close(master)
         os.close(slave)
-
-
-TIOCVHANGUP = 0x5437
-
-
-def read_commands(master, want, timeout=30):
-    """What the source writes to the pty: its start-up commands."""
-    got = b""
-    deadline = time.time() + timeout
-    while len(got) < len(want) and time.time() < deadline:
-        r, _, _ = __import__("select").select([master], [], [], 0.2)
-        if r:
-            got += os.read(master, 64)
-    return got
 
 
 def test_tty_hangup(b):
@@ -367,12 +367,8 @@ def test_tty_hangup(b):
                   "and sampled what came before the hang-up and after")
         else:
             print("# skipped the vhangup part: TIOCVHANGUP needs CAP_SYS_ADMIN (run as root)")
-            src.kill()
-            src.wait()
     finally:
-        if src.poll() is None:
-            src.kill()
-            src.wait()
+        kill(src)
         os.close(master)
         os.close(slave)
 
@@ -391,9 +387,7 @@ def test_tty_hangup(b):
         check(src.returncode == 0, f"an unplugged tty ends the source with exit 0 ({err[-300:]})")
         check(f"{path} is gone; stopping" in err, f"saying the device is gone ({err[-300:]})")
     finally:
-        if src.poll() is None:
-            src.kill()
-            src.wait()
+        kill(src)
 
 
 def test():
