@@ -86,7 +86,9 @@ static uint32_t quota_retry_ms(uint64_t bits_per_hour, double tokens, double bit
 {
 	double ms = ceil((bits - tokens) * 3.6e6 / (double)bits_per_hour);
 
-	return (uint32_t)(ms < 1 ? 1 : ms > 3.6e6 ? 3.6e6 : ms);
+	if (ms > SCHEDULER_QUOTA_RETRY_MAX_MS)
+		return SCHEDULER_QUOTA_RETRY_MAX_MS;
+	return ms < 1 ? 1 : (uint32_t)ms;
 }
 
 struct sched_decision scheduler_pool_short(const struct sched_view *v, bool final)
@@ -104,21 +106,35 @@ static struct sched_decision decide_full(const struct sched_view *v, const struc
                                          bool final)
 {
 	size_t want = r->bits / 8, hi = want, n, floor_n = MIN(want, (size_t)SCHEDULER_MIN_PARTIAL);
+	size_t block_bytes = (size_t)(v->block_bits / 8);
 	/* Whole blocks back a take (eb_pool_cost_bits()): the level backs this many bytes. */
-	size_t backed = (size_t)(v->level_bits / v->block_bits * (v->block_bits / 8));
+	size_t backed = (size_t)(v->level_bits / v->block_bits) * block_bytes;
 
 	if (v->quota_bits_per_hour > 0) {
 		double tokens = sched_quota_tokens(v->quota, v->quota_bits_per_hour, v->now_usec);
-		size_t allowed = (size_t)(tokens / 8);
+		/* The quota pays what the pool spends, whole blocks, so a 1-byte GET costs a block
+		 * like a 64-byte one: it grants the bytes of the blocks it can pay for. A full
+		 * bucket pays for this many, and a partial answer's floor is never more than that,
+		 * else a quota under 4096 bits an hour could never be drawn. */
+		size_t allowed = (size_t)(tokens / (double)v->block_bits) * block_bytes;
+		size_t most = (size_t)(v->quota_bits_per_hour / v->block_bits) * block_bytes;
 
+		floor_n = MIN(floor_n, most);
 		/* The quota decides before the pool: a sink over it is told when to come back,
-		 * whatever the level, instead of waiting for a pool it may not draw from. */
-		if (allowed < floor_n)
+		 * whatever the level, instead of waiting for a pool it may not draw from. A quota
+		 * under a block never pays for one: its retry is the longest, an hour. */
+		if (most == 0)
+			return (struct sched_decision){.verdict = SCHED_QUOTA,
+			                               .retry_ms = SCHEDULER_QUOTA_RETRY_MAX_MS};
+		if (allowed < floor_n) {
+			double cost = (double)((floor_n + block_bytes - 1) / block_bytes) *
+			              (double)v->block_bits;
+
 			return (struct sched_decision){
 			    .verdict = SCHED_QUOTA,
-			    .retry_ms =
-				quota_retry_ms(v->quota_bits_per_hour, tokens, (double)floor_n * 8),
+			    .retry_ms = quota_retry_ms(v->quota_bits_per_hour, tokens, cost),
 			};
+		}
 		hi = MIN(hi, allowed);
 	}
 	n = MIN(hi, backed);
@@ -137,14 +153,16 @@ static struct sched_decision decide_drbg(const struct sched_view *v, const struc
 	d.may_reseed = due;
 	if (due && v->quota_bits_per_hour > 0) {
 		double tokens = sched_quota_tokens(v->quota, v->quota_bits_per_hour, v->now_usec);
-		/* A quota smaller than a block can never hold one: it pays what it can hold, a
-		 * whole hour's worth, and the reseed takes it all (the charge stops at empty). */
-		double price = MIN((double)v->block_bits, (double)v->quota_bits_per_hour);
+		/* A reseed costs a whole block, which a quota smaller than a block never holds:
+		 * such a user never makes the pool reseed (nor seed) the DRBG. */
+		double price = (double)v->block_bits;
 
 		if (tokens < price) {
 			d.may_reseed = false;
 			d.reseed_quota_retry_ms =
-			    quota_retry_ms(v->quota_bits_per_hour, tokens, price);
+			    (double)v->quota_bits_per_hour < price
+				? SCHEDULER_QUOTA_RETRY_MAX_MS
+				: quota_retry_ms(v->quota_bits_per_hour, tokens, price);
 		}
 	}
 	if (v->drbg_seeded)

@@ -21,6 +21,8 @@
 /* EMPTY's retry hint: soon while a source may refill the pool, later when none is connected. */
 #define SCHEDULER_EMPTY_RETRY_MS      250
 #define SCHEDULER_EMPTY_RETRY_IDLE_MS 5000
+/* QUOTA's longest retry hint: a full bucket holds an hour's worth. */
+#define SCHEDULER_QUOTA_RETRY_MAX_MS 3600000u
 /* DRBG mode spends a pool block on a reseed at most this often, whoever draws: output is
  * unlimited, the credited entropy it costs is not. */
 #define SCHEDULER_DRBG_RESEED_USEC (10 * 1000000ULL)
@@ -56,8 +58,8 @@ struct sched_request *sched_queue_first(const struct sched_queue *q);
 /* When the first wait in the queue ends; UINT64_MAX when nobody waits. */
 uint64_t sched_queue_deadline(const struct sched_queue *q);
 
-/* A user's quota: a bucket of full-entropy bits, refilled at its hourly rate up to one hour's
- * worth. A bucket never used is full. */
+/* A user's quota: a bucket of pool bits (what the pool spends for the user, whole blocks),
+ * refilled at its hourly rate up to one hour's worth. A bucket never used is full. */
 struct sched_quota {
 	double tokens;
 	uint64_t refilled_usec; /* 0: never used */

@@ -99,7 +99,9 @@ static int take(struct broker *b, const struct sched_request *r, const struct sc
 		k = eb_pool_take_full(b->pool, b->scratch, d->bytes);
 		if (k < 0)
 			return k;
-		sched_quota_charge(q, u->quota_bits_per_hour, v->now_usec, d->bytes * 8);
+		/* The quota pays what the pool spent, whole blocks, not the bits handed out. */
+		sched_quota_charge(q, u->quota_bits_per_hour, v->now_usec,
+		                   eb_pool_cost_bits(b->pool, d->bytes));
 		b->bits_out += d->bytes * 8;
 		return 0;
 	}

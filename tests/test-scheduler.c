@@ -168,57 +168,79 @@ static void test_quota(void **state)
 {
 	struct sched_quota q = {};
 	struct sched_view v = view(1000, 1);
-	struct sched_request small = req(32, 0), large = req(4096, 0);
+	struct sched_request small = req(32, 0), large = req(4096, 0), tiny = req(1, 0);
 	struct sched_decision d;
 
 	(void)state;
 	v.quota = &q;
 	v.quota_bits_per_hour = 3600; /* one bit a second */
 
-	/* A bucket never used is full: 3600 bits, 450 bytes. */
+	/* A bucket never used is full: 3600 bits, 7 whole blocks of 64 bytes. */
 	assert_true(sched_quota_tokens(&q, 3600, v.now_usec) == 3600);
 	d = scheduler_decide(&v, &small, false);
 	assert_int_equal(d.verdict, SCHED_DATA);
 	assert_int_equal(d.bytes, 32);
-	/* 450 bytes are short of a 512-byte partial answer: QUOTA, retry when 4096 bits are
-	 * there, (4096 - 3600) s from now. The quota decides before the pool does. */
+	/* A full bucket never holds the 8 blocks of a 512-byte partial answer: the floor is what
+	 * it can pay, 7 blocks. */
 	d = scheduler_decide(&v, &large, false);
-	assert_int_equal(d.verdict, SCHED_QUOTA);
-	assert_int_equal(d.retry_ms, 496000);
+	assert_int_equal(d.verdict, SCHED_DATA);
+	assert_int_equal(d.bytes, 448);
+	/* The quota decides before the pool does. */
+	sched_quota_charge(&q, 3600, v.now_usec, 512);
 	v.level_bits = 0;
 	d = scheduler_decide(&v, &large, false);
 	assert_int_equal(d.verdict, SCHED_QUOTA);
+	assert_int_equal(d.retry_ms, 496000); /* 7 blocks, 3584 - 3088 bits at one a second */
 	v.level_bits = 1000 * BLOCK;
 
-	/* Charged 3000 bits, the bucket holds 600: 75 bytes, not the 100 asked. */
+	/* Charged 3000 bits, the bucket holds 600: one block, 64 bytes, not the 100 asked. */
+	q = (struct sched_quota){};
 	sched_quota_charge(&q, 3600, v.now_usec, 3000);
 	assert_true(sched_quota_tokens(&q, 3600, v.now_usec) == 600);
 	small = req(100, 0);
 	d = scheduler_decide(&v, &small, false);
 	assert_int_equal(d.verdict, SCHED_QUOTA);
-	assert_int_equal(d.retry_ms, 200000); /* 800 - 600 bits at one a second */
+	assert_int_equal(d.retry_ms, 424000); /* 2 blocks, 1024 - 600 bits at one a second */
 	/* It refills at its rate, up to an hour's worth. */
 	assert_true(sched_quota_tokens(&q, 3600, v.now_usec + 200 * SEC) == 800);
 	assert_true(sched_quota_tokens(&q, 3600, v.now_usec + 24 * 3600 * SEC) == 3600);
-	v.now_usec += 200 * SEC;
+	v.now_usec += 424 * SEC;
 	d = scheduler_decide(&v, &small, false);
 	assert_int_equal(d.verdict, SCHED_DATA);
 	assert_int_equal(d.bytes, 100);
 
-	/* The quota limits a large request to what it holds, when that is at least 512 bytes. */
+	/* A 1-byte GET costs what the pool spends on it, a whole block: 512 bits in the bucket
+	 * serve it, 511 do not. */
+	q = (struct sched_quota){.tokens = 511, .refilled_usec = v.now_usec};
+	d = scheduler_decide(&v, &tiny, false);
+	assert_int_equal(d.verdict, SCHED_QUOTA);
+	assert_int_equal(d.retry_ms, 1000);
+	q.tokens = 512;
+	d = scheduler_decide(&v, &tiny, false);
+	assert_int_equal(d.verdict, SCHED_DATA);
+	assert_int_equal(d.bytes, 1);
+
+	/* The quota limits a large request to the whole blocks it holds, when that is at least
+	 * 512 bytes. */
 	q = (struct sched_quota){};
 	v.quota_bits_per_hour = 8000;
 	large = req(4096, 0);
 	d = scheduler_decide(&v, &large, false);
 	assert_int_equal(d.verdict, SCHED_DATA);
-	assert_int_equal(d.bytes, 1000);
+	assert_int_equal(d.bytes, 960);
 	/* A charge never leaves the bucket below empty; the retry is at least 1 ms and at most an
 	 * hour. */
 	sched_quota_charge(&q, 8000, v.now_usec, 1000000);
 	assert_true(sched_quota_tokens(&q, 8000, v.now_usec) == 0);
-	v.quota_bits_per_hour = 1;
+	v.quota_bits_per_hour = 600;
 	q = (struct sched_quota){.tokens = 0, .refilled_usec = v.now_usec};
 	d = scheduler_decide(&v, &large, false);
+	assert_int_equal(d.verdict, SCHED_QUOTA);
+	assert_int_equal(d.retry_ms, 3072000); /* 512 bits at 600 an hour */
+	/* A quota under a block can never pay for one, even full: QUOTA, an hour. */
+	v.quota_bits_per_hour = 511;
+	q = (struct sched_quota){};
+	d = scheduler_decide(&v, &tiny, false);
 	assert_int_equal(d.verdict, SCHED_QUOTA);
 	assert_int_equal(d.retry_ms, 3600000);
 	/* No quota: nothing is charged. */
@@ -281,12 +303,19 @@ static void test_drbg_reseed_quota(void **state)
 	assert_int_equal(d.verdict, SCHED_DATA);
 	assert_false(d.may_reseed);
 	assert_int_equal(d.reseed_quota_retry_ms, 412000);
-	/* A quota smaller than a block pays a whole hour's worth instead. */
+	/* A quota smaller than a block never pays for one, even full: no seed, no reseed. */
 	v.drbg_seeded = false;
-	v.quota_bits_per_hour = 100;
+	v.quota_bits_per_hour = 511;
+	q = (struct sched_quota){};
+	d = scheduler_decide(&v, &r, false);
+	assert_int_equal(d.verdict, SCHED_QUOTA);
+	assert_int_equal(d.retry_ms, 3600000);
+	v.drbg_seeded = true;
 	d = scheduler_decide(&v, &r, false);
 	assert_int_equal(d.verdict, SCHED_DATA);
-	assert_true(d.may_reseed);
+	assert_false(d.may_reseed);
+	v.drbg_seeded = false;
+	q = (struct sched_quota){.tokens = 100, .refilled_usec = 100 * SEC};
 	/* With enough in the bucket, the reseed is allowed. */
 	q.tokens = 512;
 	v.quota_bits_per_hour = 3600;

@@ -98,11 +98,12 @@ def local_busy(b):
 
 
 def drbg_small_quota(b):
-    """A quota smaller than one pool block still lets its user's DRBG-mode GET seed the DRBG:
-    the reseed costs what the quota can hold, not a block it never could."""
+    """A quota smaller than one pool block never pays for one: its user's GETs get QUOTA, an
+    hour, in full-entropy mode and for a DRBG seed alike, whatever the pool holds; once another
+    user has seeded the DRBG, its DRBG-mode GETs are served with no reseed to pay for."""
     src = Raw(b.sock)
-    t, _ = src.hello(1)
-    check(t == MSG["WELCOME"], "root over unix is a source")
+    t, _ = src.hello(3)
+    check(t == MSG["WELCOME"], "root over unix is a source and a sink")
     data = os.urandom(4096)
     src.send(MSG["PUT"], struct.pack(">II", 8 * len(data), len(data)) + data)
     t, _ = src.recv()
@@ -110,12 +111,18 @@ def drbg_small_quota(b):
     tiny = Raw(b.sock, uid=1000)
     t, _ = tiny.hello(2)
     check(t == MSG["WELCOME"], "a sink with a 256-bit hourly quota is welcomed")
-    tiny.send(MSG["GET"], struct.pack(">IB3x", 128, 1))
-    t, payload = tiny.recv()
-    check(t == MSG["DATA"], f"its first DRBG-mode GET is served (got type {t})")
+    for mode, what in ((1, "its DRBG-mode GET, which would seed the DRBG"),
+                       (0, "its 1-byte full-entropy GET")):
+        tiny.send(MSG["GET"], struct.pack(">IB3x", 8 if mode == 0 else 128, mode))
+        t, payload = tiny.recv()
+        check(t == MSG["QUOTA"] and struct.unpack(">I", payload[:4])[0] == 3600000,
+              f"{what} gets QUOTA, retry in an hour (got type {t}, {payload.hex()})")
+    src.send(MSG["GET"], struct.pack(">IB3x", 128, 1))
+    t, _ = src.recv()
+    check(t == MSG["DATA"], "a user with no quota seeds the DRBG")
     tiny.send(MSG["GET"], struct.pack(">IB3x", 1024, 1))
     t, payload = tiny.recv()
-    check(t == MSG["DATA"], "and the next, from the seeded DRBG, with no reseed to pay for")
+    check(t == MSG["DATA"], f"then the small quota's DRBG-mode GET is served (got type {t})")
 
 
 def test():
@@ -130,7 +137,7 @@ def test():
         b.cleanup()
 
     b = Broker({"admin": {"role": "admin"},
-                "local": {"role": "source", "unix-uid": ME, "key": False},
+                "local": {"role": "source, sink", "unix-uid": ME, "key": False},
                 "tiny": {"role": "sink", "unix-uid": 1000, "key": False,
                          "quota-bits-per-hour": 256}},
                broker_extra="max-handshakes = 2\nhello-timeout-sec = 60\n").start()
