@@ -31,6 +31,8 @@ static unsigned arg_n_listen;
 static unsigned long long arg_buffer_size = 4096;
 static unsigned long long arg_low_water_pct = 50;
 static unsigned long long arg_max_clients = 4096;
+/* A host's VMs' QEMUs usually share one uid (libvirt-qemu): a quarter leaves them room. */
+static unsigned long long arg_max_clients_per_peer = 1024;
 static unsigned long long arg_client_timeout_s = 30;
 
 static void help(void)
@@ -44,6 +46,10 @@ static void help(void)
 	    "      --buffer-size N   bytes to keep buffered (64..1048576; default 4096)\n"
 	    "      --low-water PCT   refill when the buffer falls below PCT percent (1..100; default 50)\n"
 	    "      --max-clients N   clients served at once (1..65536; default 4096)\n"
+	    "      --max-clients-per-peer N\n"
+	    "                        of those, one uid's (unix) or address's (TCP; an IPv6 /64)\n"
+	    "                        (1..65536; default 1024); past either limit a newcomer takes\n"
+	    "                        the place of the longest-idle client of the fullest peer\n"
 	    "      --client-timeout SEC\n"
 	    "                        drop a client that has not read its answer for SEC seconds\n"
 	    "                        (default 30)\n" EB_CLI_CLIENT_HELP
@@ -130,6 +136,7 @@ enum {
 	ARG_BUFFER_SIZE = EB_CLI_ARG_FIRST_PRIVATE,
 	ARG_LOW_WATER,
 	ARG_MAX_CLIENTS,
+	ARG_MAX_CLIENTS_PER_PEER,
 	ARG_CLIENT_TIMEOUT,
 };
 
@@ -163,6 +170,13 @@ static int option(int c, const char *arg, void *userdata)
 			return -2;
 		}
 		return 0;
+	case ARG_MAX_CLIENTS_PER_PEER:
+		if (eb_cli_parse_u64(arg, 1, 65536, &arg_max_clients_per_peer) < 0) {
+			log_error("Invalid --max-clients-per-peer \"%s\": expected 1 to 65536",
+			          arg);
+			return -2;
+		}
+		return 0;
 	case ARG_CLIENT_TIMEOUT:
 		if (eb_cli_parse_u64(arg, 1, 86400, &arg_client_timeout_s) < 0) {
 			log_error("Invalid --client-timeout \"%s\": expected 1 to 86400 seconds",
@@ -181,6 +195,7 @@ static const struct option options[] = {
     {"buffer-size", required_argument, NULL, ARG_BUFFER_SIZE},
     {"low-water", required_argument, NULL, ARG_LOW_WATER},
     {"max-clients", required_argument, NULL, ARG_MAX_CLIENTS},
+    {"max-clients-per-peer", required_argument, NULL, ARG_MAX_CLIENTS_PER_PEER},
     {"client-timeout", required_argument, NULL, ARG_CLIENT_TIMEOUT},
     {},
 };
@@ -256,6 +271,7 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	so.max_clients = (unsigned)arg_max_clients;
+	so.max_clients_per_peer = (unsigned)MIN(arg_max_clients_per_peer, arg_max_clients);
 	so.client_timeout_usec = arg_client_timeout_s * 1000000ULL;
 	r = egd_server_new(event, refill, &so, &server);
 	if (r < 0) {

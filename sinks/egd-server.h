@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The EGD server: clients accepted on the listeners, their requests answered from the refill
- * buffer, blocking reads served oldest first as bytes arrive, clients that stop reading dropped.
+ * buffer, blocking reads served oldest first as bytes arrive, clients that stop reading dropped,
+ * and past the limits (in all, per peer) idle clients dropped for newcomers.
  * The program around it (eb-sink-egd.c) owns the options, the sockets' intake and the loop. */
 #pragma once
 
@@ -14,8 +15,9 @@ struct eb_listeners;
 struct egd_server;
 
 struct egd_server_options {
-	unsigned max_clients;         /* clients served at once; more are refused at accept */
-	uint64_t client_timeout_usec; /* a client that leaves an answer unread this long goes */
+	unsigned max_clients;          /* clients served at once; see make_room() past that */
+	unsigned max_clients_per_peer; /* of those, one uid's (unix) or address's (TCP) */
+	uint64_t client_timeout_usec;  /* a client that leaves an answer unread this long goes */
 };
 
 /* Creates the server on event, answering from refill's buffer; nothing is watched yet. */
