@@ -2,6 +2,7 @@
 /* The broker's configuration: read at start, read again on SIGHUP (reload), and the descriptor
  * limit the session limits need. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,17 +18,48 @@
 #include "log.h"
 #include "macro.h"
 #include "session.h"
+#include "time-util.h"
+
+/* The journal's catalog (catalog/entropy-broker.catalog) explains this one. */
+#define MSGID_RELOAD_FAILED "6da76a98a1654939a53ddffd70c463b3"
+/* STATUS= carries the first error of a failed reload, cut to this. */
+#define RELOAD_ERROR_MAX 300
+
+static char *mfree_str(char *p)
+{
+	free(p);
+	return NULL;
+}
 
 static inline void confdir_freep(char ***p)
 {
 	*p = eb_confdir_free(*p);
 }
 
+/* Logs each line of errors (one error a line) and hands the first to *ret_error. */
+static int log_errors(int r, const char *errors, const char *fallback, char **ret_error)
+{
+	const char *p = errors ? errors : fallback;
+
+	if (ret_error) {
+		*ret_error = strndup(p, strcspn(p, "\n"));
+		if (!*ret_error)
+			return log_oom();
+	}
+	while (*p) {
+		size_t n = strcspn(p, "\n");
+
+		log_error("%.*s", (int)n, p);
+		p += n + (p[n] == '\n');
+	}
+	return r;
+}
+
 /* The configuration is read as eb-brokerd.conf(5) says: the drop-ins (the package's in
  * EB_CONF_VENDOR_DIR, the administrator's in MAIN.d/, together in the order of their names, a
  * name in MAIN.d/ masking the package's), then MAIN itself, which has the last word. With
  * --config PATH the package's drop-ins are left out: PATH and PATH.d/ are the whole of it. */
-int broker_load_config(const char *path, struct eb_conf **ret)
+int broker_load_config(const char *path, struct eb_conf **ret, char **ret_error)
 {
 	const char *main_path = path ? path : EB_CONF_DEFAULT_PATH;
 	_cleanup_free_ char *error = NULL, *dropin_dir = NULL;
@@ -44,10 +76,15 @@ int broker_load_config(const char *path, struct eb_conf **ret)
 		dirs[n_dirs++] = EB_CONF_VENDOR_DIR;
 	dirs[n_dirs++] = dropin_dir;
 	r = eb_confdir_list(dirs, n_dirs, &files, &n);
-	if (r < 0)
-		return log_error_errno(r, "Failed to list the drop-ins in %s%s%s: %m",
-		                       path ? "" : EB_CONF_VENDOR_DIR, path ? "" : " and ",
-		                       dropin_dir);
+	if (r < 0) {
+		r = log_error_errno(r, "Failed to list the drop-ins in %s%s%s: %m",
+		                    path ? "" : EB_CONF_VENDOR_DIR, path ? "" : " and ",
+		                    dropin_dir);
+		if (ret_error &&
+		    asprintf(ret_error, "cannot list the drop-ins in %s", dropin_dir) < 0)
+			*ret_error = NULL;
+		return r;
+	}
 	have_main = path || access(main_path, F_OK) == 0 || errno != ENOENT;
 	if (have_main) {
 		char **t = reallocarray(files, n + 2, sizeof(*files));
@@ -71,11 +108,12 @@ int broker_load_config(const char *path, struct eb_conf **ret)
 
 	r = eb_conf_load_files((const char *const *)files, n, &conf, &error);
 	if (r < 0)
-		return log_error_errno(r, "%s", error ? error : "Failed to load the configuration");
+		return log_errors(r, error, "Failed to load the configuration: out of memory",
+		                  ret_error);
 	r = eb_conf_load_keys(conf, &error);
 	if (r < 0) {
 		eb_conf_free(conf); /* wipes the keys loaded before the one that failed */
-		return log_error_errno(r, "%s", error ? error : "Failed to load the keys");
+		return log_errors(r, error, "Failed to load the keys: out of memory", ret_error);
 	}
 	*ret = conf;
 	return 0;
@@ -189,6 +227,29 @@ void broker_number_keys(struct broker *b, const struct eb_conf *old, struct eb_c
 	}
 }
 
+/* A reload that failed ends the reload state as one that succeeded does (systemd waits for
+ * READY=1), but says so where "systemctl status" shows it: STATUS= names the first error until a
+ * reload succeeds, ERRNO= is set, and one journal line with its own message ID says that the
+ * running configuration is not the one on disk. */
+static void reload_failed(struct broker *b, int r, const char *error)
+{
+	_cleanup_free_ char *status = NULL;
+	char *copy = strdup(error ? error : "out of memory");
+
+	if (copy) {
+		/* STATUS= is one line: the error is one already, and long ones are cut. */
+		if (strlen(copy) > RELOAD_ERROR_MAX)
+			memcpy(copy + RELOAD_ERROR_MAX - 3, "...", 4);
+		free(b->reload_error);
+		b->reload_error = copy;
+	}
+	log_struct(LOG_ERR, "MESSAGE_ID=" MSGID_RELOAD_FAILED,
+	           "Reload failed, keeping the running configuration: %s",
+	           error ? error : "out of memory");
+	(void)sd_notifyf(false, "READY=1\nERRNO=%d", -r);
+	broker_notify_status(b);
+}
+
 /* SIGHUP: users, keys, roles, caps, quotas and thresholds are read again. A file that does not
  * load changes nothing. Sessions whose access was revoked are closed; the others carry on, and
  * each user's quota and totals keep what they had. */
@@ -200,12 +261,17 @@ void broker_reload(struct broker *b)
 	struct eb_conf *new = NULL, *old = b->conf;
 	struct session *s, *next;
 	unsigned before = b->n_sessions;
+	_cleanup_free_ char *error = NULL;
+	int r;
 
-	(void)sd_notify(false, "RELOADING=1");
+	/* systemd (Type=notify-reload) wants the time the reload began with RELOADING=1, and
+	 * READY=1 to end it whether or not it succeeded: the outcome is in STATUS= and ERRNO=. */
+	(void)sd_notifyf(false, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64, eb_now_ns() / 1000);
 	log_info("Reloading the configuration");
-	if (broker_load_config(b->config_path, &new) < 0) {
-		log_error("Keeping the running configuration");
-		goto done;
+	r = broker_load_config(b->config_path, &new, &error);
+	if (r < 0) {
+		reload_failed(b, r, error);
+		return;
 	}
 	quotas = calloc(MAX(new->n_users, 1u), sizeof(*quotas));
 	totals = calloc(MAX(new->n_users, 1u), sizeof(*totals));
@@ -213,7 +279,8 @@ void broker_reload(struct broker *b)
 	if (!quotas || !totals || !user_sessions) {
 		log_oom();
 		eb_conf_free(new);
-		goto done;
+		reload_failed(b, -ENOMEM, NULL);
+		return;
 	}
 	for (unsigned i = 0; i < new->n_users; i++) {
 		const struct eb_user *u = eb_conf_find_user(old, new->users[i].name);
@@ -242,6 +309,7 @@ void broker_reload(struct broker *b)
 	         new->path ? new->path : "the configuration", new->n_users,
 	         b->n_sessions - count_after_reload(b), before);
 	broker_pool_changed(b); /* the thresholds may have moved */
-done:
-	(void)sd_notify(false, "READY=1");
+	b->reload_error = mfree_str(b->reload_error);
+	(void)sd_notify(false, "READY=1\nERRNO=0");
+	broker_notify_status(b);
 }

@@ -14,6 +14,8 @@ uint64_t broker_low_water(const struct broker *b);  /* WAKE sources below this *
 uint64_t broker_high_water(const struct broker *b); /* SLEEP sources at this */
 /* Logs a change of zone (at most once a second) and marks the status for sd_notify(). */
 void broker_update_zone(struct broker *b);
+/* Sends STATUS= now: the pool, and a failed reload in front of it. */
+void broker_notify_status(struct broker *b);
 
 /* serve.c: the run source and the queue timer. */
 /* The level moved, or its thresholds did: the zone now, flow control and the queue from the run

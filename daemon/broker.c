@@ -262,15 +262,19 @@ void broker_fill_status(struct broker *b, struct eb_msg_status *ret)
 	};
 }
 
-static void notify_status(struct broker *b)
+void broker_notify_status(struct broker *b)
 {
 	uint64_t bits = eb_pool_level(b->pool), cap = eb_pool_capacity(b->pool);
 
 	b->status_dirty = false;
-	(void)sd_notifyf(false,
-	                 "STATUS=Pool %" PRIu64 "/%" PRIu64 " bits (%u%%), %u source%s, %u sink%s",
-	                 bits, cap, (unsigned)(bits * 100 / cap), b->n_sources,
-	                 b->n_sources == 1 ? "" : "s", b->n_sinks, b->n_sinks == 1 ? "" : "s");
+	/* A failed reload stays in front until a reload succeeds: the administrator who ran
+	 * "systemctl reload" must see that the file on disk is not what runs. */
+	(void)sd_notifyf(
+	    false, "STATUS=%s%s%sPool %" PRIu64 "/%" PRIu64 " bits (%u%%), %u source%s, %u sink%s",
+	    b->reload_error ? "Reload failed: " : "", b->reload_error ? b->reload_error : "",
+	    b->reload_error ? "; running the previous configuration. " : "", bits, cap,
+	    (unsigned)(bits * 100 / cap), b->n_sources, b->n_sources == 1 ? "" : "s", b->n_sinks,
+	    b->n_sinks == 1 ? "" : "s");
 }
 
 /* Sessions that ended leave their memory in the heap, in holes the allocator does not give back
@@ -294,7 +298,7 @@ static int on_notify_timer(sd_event_source *src, uint64_t usec, void *userdata)
 	trim_heap(b);
 	flush_peer_logs(b);
 	if (b->status_dirty)
-		notify_status(b);
+		broker_notify_status(b);
 	(void)sd_event_source_set_time(src, usec + NOTIFY_INTERVAL_USEC);
 	return 0;
 }
@@ -532,6 +536,7 @@ struct broker *broker_free(struct broker *b)
 	free(b->quotas);
 	free(b->totals);
 	free(b->user_sessions);
+	free(b->reload_error);
 	handshakes_free(&b->handshakes);
 	eb_conf_free(b->conf);
 	pthread_rwlock_destroy(&b->conf_lock);
@@ -551,7 +556,7 @@ int broker_run(struct broker *b)
 
 	broker_pool_changed(b);
 	log_pool(b, LOG_INFO, MSGID_START, "Broker ready");
-	notify_status(b);
+	broker_notify_status(b);
 	(void)sd_notify(false, "READY=1");
 
 	r = sd_event_loop(b->event);

@@ -97,6 +97,8 @@ struct broker {
 	uint64_t start_usec;
 	bool status_dirty;
 	bool stopping;
+	/* The first error of the last reload, if it failed: STATUS= says so until one succeeds. */
+	char *reload_error;
 
 	/* Chaining (chain.c, upstream.c): this run's id, carried in HELLO upstream; the last
 	 * refusal of a cycle logged, so that a downstream's retries do not repeat it; and the
@@ -111,8 +113,9 @@ struct broker {
 };
 
 /* Loads the configuration and its keys from path (NULL: EB_CONF_DEFAULT_PATH, whose absence
- * means defaults and no users). Logs what is wrong, with file and line. */
-int broker_load_config(const char *path, struct eb_conf **ret);
+ * means defaults and no users). Logs every error found, one line each with file and line; on
+ * failure hands the first of them to *ret_error (malloc()ed) if ret_error is not NULL. */
+int broker_load_config(const char *path, struct eb_conf **ret, char **ret_error);
 /* Takes conf, also on failure; config_path is kept for reloads (SIGHUP). */
 int broker_new(struct eb_conf *conf, const char *config_path, struct broker **ret);
 struct broker *broker_free(struct broker *b);

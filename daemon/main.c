@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -14,30 +15,41 @@
 #include "uri.h"
 
 static const char *arg_config;
+static bool arg_check_config;
+static const char *arg_check_path;
 static char *arg_listen[EB_CONF_LISTEN_MAX];
 static unsigned arg_n_listen;
 
 static void help(void)
 {
-	printf("Usage: eb-brokerd [OPTIONS]\n\n"
-	       "Pools entropy from sources and serves it to sinks.\n\n"
-	       "  -c, --config PATH   configuration file (default " EB_CONF_DEFAULT_PATH ")\n"
-	       "  -l, --listen URI    listen on URI when not socket-activated (repeatable):\n"
-	       "                      tcp://HOST[:PORT], unix:/PATH, vsock://CID[:PORT]\n"
-	       "  -v, --verbose       log debug messages\n"
-	       "  -h, --help          show this help\n"
-	       "      --version       show the version\n\n"
-	       "See eb-brokerd(8) and eb-brokerd.conf(5).\n");
+	printf(
+	    "Usage: eb-brokerd [OPTIONS]\n\n"
+	    "Pools entropy from sources and serves it to sinks.\n\n"
+	    "  -c, --config PATH   configuration file (default " EB_CONF_DEFAULT_PATH ")\n"
+	    "      --check-config [PATH]\n"
+	    "                      check the configuration (PATH, or --config's, or the\n"
+	    "                      default with its drop-ins) and its key files, print every\n"
+	    "                      error as FILE:LINE: ..., and exit: 0 if it is good, 2 if not\n"
+	    "  -l, --listen URI    listen on URI when not socket-activated (repeatable):\n"
+	    "                      tcp://HOST[:PORT], unix:/PATH, vsock://CID[:PORT]\n"
+	    "  -v, --verbose       log debug messages\n"
+	    "  -h, --help          show this help\n"
+	    "      --version       show the version\n\n"
+	    "See eb-brokerd(8) and eb-brokerd.conf(5).\n");
 }
 
 /* Returns 1 to go on, 0 to exit successfully (--help), or a negative errno for a usage error. */
 static int parse_argv(int argc, char *argv[])
 {
-	enum { ARG_VERSION = 0x100 };
+	enum { ARG_VERSION = 0x100, ARG_CHECK_CONFIG };
 	static const struct option options[] = {
-	    {"config", required_argument, NULL, 'c'},    {"listen", required_argument, NULL, 'l'},
-	    {"verbose", no_argument, NULL, 'v'},         {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, ARG_VERSION}, {},
+	    {"config", required_argument, NULL, 'c'},
+	    {"listen", required_argument, NULL, 'l'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, ARG_VERSION},
+	    {"check-config", optional_argument, NULL, ARG_CHECK_CONFIG},
+	    {},
 	};
 	int c;
 
@@ -71,13 +83,45 @@ static int parse_argv(int argc, char *argv[])
 		case ARG_VERSION:
 			eb_print_version("eb-brokerd");
 			return 0;
+		case ARG_CHECK_CONFIG:
+			arg_check_config = true;
+			arg_check_path = optarg;
+			break;
 		default:
 			return -EINVAL;
 		}
+	/* "--check-config FILE", as "nginx -t -c FILE" and "sshd -t -f FILE" take it. */
+	if (arg_check_config && !arg_check_path && optind < argc)
+		arg_check_path = argv[optind++];
+	if (arg_check_path) {
+		if (arg_config)
+			return log_error_errno(EINVAL,
+			                       "--check-config PATH and --config PATH both given; "
+			                       "give one of them");
+		arg_config = arg_check_path;
+	}
 	if (optind < argc)
 		return log_error_errno(EINVAL, "Unexpected argument \"%s\"; see --help",
 		                       argv[optind]);
 	return 1;
+}
+
+/* --check-config: what a start or a reload would read, read the same way, with every error
+ * logged; nothing is bound, no pool is made and the seed file is not touched. */
+static int check_config(void)
+{
+	struct eb_conf *conf = NULL;
+	unsigned n_keys = 0;
+
+	if (broker_load_config(arg_config, &conf, NULL) < 0)
+		return 2;
+	for (unsigned i = 0; i < conf->n_users; i++)
+		n_keys += conf->users[i].has_key;
+	printf("%s: configuration good: %u user%s, %u key file%s\n",
+	       arg_config ? arg_config : EB_CONF_DEFAULT_PATH, conf->n_users,
+	       conf->n_users == 1 ? "" : "s", n_keys, n_keys == 1 ? "" : "s");
+	eb_conf_free(conf);
+	return 0;
 }
 
 static int run(int argc, char *argv[])
@@ -90,7 +134,9 @@ static int run(int argc, char *argv[])
 	r = parse_argv(argc, argv);
 	if (r <= 0)
 		return r < 0 ? 2 : 0;
-	if (broker_load_config(arg_config, &conf) < 0)
+	if (arg_check_config)
+		return check_config();
+	if (broker_load_config(arg_config, &conf, NULL) < 0)
 		return 2;
 	/* Without sockets from systemd the broker binds its own; having none to bind is the
 	 * operator's error (exit 2), so say so before the pool is set up. */

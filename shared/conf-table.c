@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -244,10 +245,22 @@ static int parse_seed_file(struct conf_ctx *c, const char *value, void *field)
 
 static int parse_key_file(struct conf_ctx *c, const char *value, void *field)
 {
-	(void)c;
+	struct eb_user *u;
+	char *origin;
+	int r;
+
 	if (value[0] != '/')
 		return -EINVAL;
-	return set_string(value, field);
+	r = set_string(value, field);
+	if (r < 0 || c->section != CONF_SECTION_USER)
+		return r;
+	/* Loading the key comes after the files are read: its errors need the place kept. */
+	u = &c->conf->users[c->user];
+	if (asprintf(&origin, "%s:%u", c->ini.files[c->ini.file], c->ini.line) < 0)
+		return -ENOMEM;
+	free(u->key_file_origin);
+	u->key_file_origin = origin;
+	return 0;
 }
 
 static int parse_listen(struct conf_ctx *c, const char *value, void *field)

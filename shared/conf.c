@@ -54,6 +54,7 @@ static void user_clear(struct eb_user *u)
 	explicit_bzero(u->key, sizeof(u->key));
 	free(u->name);
 	free(u->key_file);
+	free(u->key_file_origin);
 	*u = (struct eb_user){};
 }
 
@@ -275,8 +276,9 @@ static void drop_overridden_users(struct conf_ctx *c)
 	conf->n_users = k;
 }
 
-/* What no single line can show: relations between keys, and users that could never connect. */
-static int validate(struct conf_ctx *c)
+/* What no single line can show: relations between keys, and users that could never connect.
+ * Every such error is recorded, each user's first. */
+static void validate(struct conf_ctx *c)
 {
 	const struct eb_conf *conf = c->conf;
 
@@ -284,50 +286,56 @@ static int validate(struct conf_ctx *c)
 		struct eb_ini_place lo = broker_item_place(c, "low-water-percent"),
 				    hi = broker_item_place(c, "high-water-percent");
 
-		return eb_ini_error_at(
-		    &c->ini, place_before(lo, hi) ? hi : lo,
-		    "low-water-percent (%u) must be below high-water-percent (%u)",
-		    conf->low_water_pct, conf->high_water_pct);
+		eb_ini_error_at(&c->ini, place_before(lo, hi) ? hi : lo,
+		                "low-water-percent (%u) must be below high-water-percent (%u)",
+		                conf->low_water_pct, conf->high_water_pct);
 	}
 
 	if (conf->upstream.set && conf->upstream.n_brokers == 0)
-		return eb_ini_error_at(
+		eb_ini_error_at(
 		    &c->ini, c->upstream_place,
 		    "[upstream] has no broker=: expected the address of at least one broker to draw from");
 
 	for (unsigned i = 0; i < conf->n_users; i++) {
 		const struct eb_user *u = &conf->users[i];
 
-		if (u->roles == 0)
-			return eb_ini_error_at(
+		if (u->roles == 0) {
+			eb_ini_error_at(
 			    &c->ini, c->user_places[i],
 			    "[user %s] has no role: expected role = source, sink or admin",
 			    u->name);
-		if (!u->key_file && !u->has_uid && !u->has_gid)
-			return eb_ini_error_at(
+			continue;
+		}
+		if (!u->key_file && !u->has_uid && !u->has_gid) {
+			eb_ini_error_at(
 			    &c->ini, c->user_places[i],
 			    "[user %s] has neither key-file nor unix-uid or unix-gid, so it could never connect",
 			    u->name);
+			continue;
+		}
 
 		/* A peer must map to one user, or its rights would depend on the order of sections.
 		 */
 		for (unsigned j = 0; j < i; j++) {
 			const struct eb_user *o = &conf->users[j];
-			if (u->has_uid && o->has_uid && u->unix_uid == o->unix_uid)
-				return eb_ini_error_at(
+			if (u->has_uid && o->has_uid && u->unix_uid == o->unix_uid) {
+				eb_ini_error_at(
 				    &c->ini, c->user_places[i],
 				    "[user %s] has unix-uid %u, which [user %s] on line %u has already",
 				    u->name, (unsigned)u->unix_uid, o->name,
 				    c->user_places[j].line);
-			if (u->has_gid && o->has_gid && u->unix_gid == o->unix_gid)
-				return eb_ini_error_at(
+				break;
+			}
+			if (u->has_gid && o->has_gid && u->unix_gid == o->unix_gid) {
+				eb_ini_error_at(
 				    &c->ini, c->user_places[i],
 				    "[user %s] has unix-gid %u, which [user %s] on line %u has already",
 				    u->name, (unsigned)u->unix_gid, o->name,
 				    c->user_places[j].line);
+				break;
+			}
 		}
 	}
-	return 0;
 }
 
 int eb_conf_new_default(struct eb_conf **ret)
@@ -427,36 +435,67 @@ int eb_conf_load(const char *path, struct eb_conf **ret, char **ret_error)
 	return eb_conf_load_files(&path, 1, ret, ret_error);
 }
 
+/* Appends "line\n" to *all; false when out of memory. */
+static bool append_line(char **all, const char *line)
+{
+	char *t;
+
+	if (asprintf(&t, "%s%s\n", *all ? *all : "", line) < 0)
+		return false;
+	free(*all);
+	*all = t;
+	return true;
+}
+
 int eb_conf_load_keys(struct eb_conf *conf, char **ret_error)
 {
-	int r;
+	_cleanup_free_ char *all = NULL;
+	int r = 0;
 
 	if (!conf)
 		return -EINVAL;
 
+	/* Every key is tried, so that one run names every file that is wrong. */
 	for (unsigned i = 0; i < conf->n_users; i++) {
 		struct eb_user *u = &conf->users[i];
-		const char *why;
+		_cleanup_free_ char *msg = NULL;
+		const char *why, *where;
+		int k;
 
 		if (!u->key_file)
 			continue;
-		r = eb_key_load(u->key_file, u->key);
-		if (r < 0) {
-			const char *where = conf->path ? conf->path : "configuration";
-			char *msg;
-
-			why = eb_key_error_text(r);
-			if ((why ? asprintf(&msg, "%s: [user %s]: key file %s %s", where, u->name,
-			                    u->key_file, why)
-			         : asprintf(&msg, "%s: [user %s]: cannot read key file %s: %s",
-			                    where, u->name, u->key_file, strerror(-r))) < 0)
-				msg = NULL;
-			set_error(ret_error, msg);
-			return r;
+		k = eb_key_load(u->key_file, u->key);
+		if (k >= 0) {
+			u->has_key = true;
+			continue;
 		}
-		u->has_key = true;
+		if (r >= 0 || k == -ENOMEM)
+			r = k;
+		if (k == -ENOMEM)
+			break;
+		where = u->key_file_origin ? u->key_file_origin
+		        : conf->path       ? conf->path
+		                           : "configuration";
+		why = eb_key_error_text(k);
+		if ((why ? asprintf(&msg, "%s: [user %s]: key file %s %s", where, u->name,
+		                    u->key_file, why)
+		         : asprintf(&msg, "%s: [user %s]: cannot read key file %s: %s", where,
+		                    u->name, u->key_file, strerror(-k))) < 0 ||
+		    !append_line(&all, msg)) {
+			r = -ENOMEM;
+			break;
+		}
 	}
-	return 0;
+	if (r >= 0)
+		return 0;
+	if (r == -ENOMEM) {
+		free(all);
+		all = NULL;
+	}
+	if (all)
+		all[strlen(all) - 1] = '\0'; /* the last line's '\n' */
+	set_error(ret_error, TAKE_PTR(all));
+	return r;
 }
 
 const struct eb_user *eb_conf_find_user(const struct eb_conf *conf, const char *name)

@@ -17,6 +17,7 @@ struct eb_user {
 	char *name;
 	unsigned roles;           /* enum eb_role bits */
 	char *key_file;           /* NULL: the user connects over unix: only */
+	char *key_file_origin;    /* "path:line" of key-file=, for the errors of loading it */
 	uint8_t key[EB_KEY_SIZE]; /* loaded from key_file by eb_conf_load_keys() */
 	bool has_key;
 	bool has_uid, has_gid;
@@ -68,7 +69,8 @@ struct eb_conf {
 };
 
 /* Parses path. Unknown sections or keys, bad values and duplicate users are errors; the message
- * in *ret_error (malloc()ed) names "path:line" and quotes the value. Keys are not loaded. A
+ * in *ret_error (malloc()ed) has a line for each error found (joined by '\n'), each naming
+ * "path:line" and quoting the value. Keys are not loaded. A
  * missing file is -ENOENT with an error message naming the path. */
 int eb_conf_load(const char *path, struct eb_conf **ret, char **ret_error);
 
@@ -80,7 +82,8 @@ int eb_conf_load(const char *path, struct eb_conf **ret, char **ret_error);
 int eb_conf_load_files(const char *const *paths, unsigned n_paths, struct eb_conf **ret,
                        char **ret_error);
 
-/* Loads every user's key_file (eb_key_load()); on failure *ret_error names the user and file. */
+/* Loads every user's key_file (eb_key_load()). Every key is tried; on failure *ret_error has a
+ * line for each that failed ("path:line: [user NAME]: key file ...", lines joined by '\n'). */
 int eb_conf_load_keys(struct eb_conf *conf, char **ret_error);
 
 /* A configuration with defaults and no users, for a broker run without a file. */

@@ -16,16 +16,28 @@ _printf_(3, 0) static int verror_at(struct eb_ini *ini, struct eb_ini_place at, 
                                     va_list ap)
 {
 	_cleanup_free_ char *msg = NULL;
+	char *all;
+	int n;
 
-	ini->stop = true;
-	if (ini->r < 0)
+	if (ini->r >= 0)
+		ini->r = -EINVAL;
+	if (ini->stop || ini->n_errors >= EB_INI_ERRORS_MAX)
 		return ini->r;
-	ini->r = -EINVAL;
 	if (vasprintf(&msg, fmt, ap) < 0) {
 		msg = NULL;
-		ini->r = -ENOMEM;
-	} else if (asprintf(&ini->error, "%s:%u: %s", ini->files[at.file], at.line, msg) < 0)
-		ini->error = NULL;
+		return eb_ini_fail(ini, -ENOMEM);
+	}
+	if (++ini->n_errors == EB_INI_ERRORS_MAX)
+		n = asprintf(&all, "%s%s:%u: too many errors (at most %d reported)\n",
+		             ini->errors ? ini->errors : "", ini->files[at.file], at.line,
+		             EB_INI_ERRORS_MAX - 1);
+	else
+		n = asprintf(&all, "%s%s:%u: %s\n", ini->errors ? ini->errors : "",
+		             ini->files[at.file], at.line, msg);
+	if (n < 0)
+		return eb_ini_fail(ini, -ENOMEM);
+	free(ini->errors);
+	ini->errors = all;
 	return ini->r;
 }
 
@@ -54,8 +66,9 @@ int eb_ini_error(struct eb_ini *ini, const char *fmt, ...)
 int eb_ini_fail(struct eb_ini *ini, int r)
 {
 	ini->stop = true;
-	if (ini->r >= 0)
-		ini->r = r < 0 ? r : -EINVAL;
+	/* Out of memory overrides an error found before: the caller must not take the errors
+	 * found so far for all of them. */
+	ini->r = r < 0 ? r : -EINVAL;
 	return ini->r;
 }
 
@@ -74,17 +87,30 @@ const char *eb_ini_quote(const char *s, char *buf, size_t size)
 	return buf;
 }
 
+/* A callback refused what it was given (and said why with eb_ini_error()): out of memory stops
+ * the read, anything else is one more error and the read goes on. */
+static void refused(struct eb_ini *ini, int r)
+{
+	if (r == -ENOMEM)
+		eb_ini_fail(ini, r);
+	else if (ini->r >= 0)
+		ini->r = r;
+}
+
 /* Handles a "[...]" line. inih would note the section too, but it truncates long names silently
- * and does not tell its handler where a section starts, so sections are tracked here. */
-static bool begin_section(struct eb_ini *ini, const char *p)
+ * and does not tell its handler where a section starts, so sections are tracked here. A header
+ * refused leaves the keys under it unread: they would land in the section before. */
+static void begin_section(struct eb_ini *ini, const char *p)
 {
 	const char *end = strchr(p, ']');
 	const char *rest;
 	int r;
 
+	ini->in_section = false;
+	ini->skip_section = true;
 	if (!end) {
 		eb_ini_error(ini, "invalid section header: missing \"]\"");
-		return false;
+		return;
 	}
 	rest = end + 1 + strspn(end + 1, " \t\r\n");
 	if (*rest != '\0' && *rest != ';' && *rest != '#') {
@@ -96,21 +122,22 @@ static bool begin_section(struct eb_ini *ini, const char *p)
 		else
 			eb_ini_error(ini, "unexpected \"%s\" after section header",
 			             eb_ini_quote(copy, q, sizeof(q)));
-		return false;
+		return;
 	}
 	r = ini->ops->section(ini, p + 1, (size_t)(end - p - 1), ini->userdata);
 	if (r < 0) {
-		eb_ini_fail(ini, r);
-		return false;
+		refused(ini, r);
+		return;
 	}
 	ini->in_section = true;
-	return true;
+	ini->skip_section = false;
 }
 
 /* inih reads through this, one line per call, so that every error can name its line (Debian's
  * inih is built without INI_HANDLER_LINENO) and so that what inih would take differently from
  * what a reader of the file sees is refused: over-long lines, which inih splits silently, and
- * indented lines, which inih joins to the key before as a continuation. */
+ * indented lines, which inih joins to the key before as a continuation. A line refused here, and
+ * every section header (handled here), reaches inih as an empty line. */
 static char *reader(char *str, int num, void *stream)
 {
 	struct eb_ini *ini = stream;
@@ -123,20 +150,20 @@ static char *reader(char *str, int num, void *stream)
 	if (len < 0)
 		return NULL;
 	ini->line++;
+	memcpy(str, "\n", 2);
 
 	/* inih sees a string, so a NUL byte would end the value there and drop the rest of the
 	 * line without a word: "capacity-bits = 4096\0junk" must not read as 4096. */
 	if (memchr(ini->raw, '\0', (size_t)len)) {
 		eb_ini_error(ini, "NUL byte in the line");
-		return NULL;
+		return str;
 	}
 	if (len >= EB_INI_LINE_MAX || len > num - 1) {
 		eb_ini_error(ini, "line too long (at most %d characters)", num - 3);
-		return NULL;
+		return str;
 	}
-	memcpy(str, ini->raw, (size_t)len + 1);
 
-	p = str;
+	p = ini->raw;
 	if (ini->line == 1 && strncmp(p, "\xef\xbb\xbf", 3) == 0)
 		p += 3;
 	if (*p == ' ' || *p == '\t') {
@@ -145,11 +172,14 @@ static char *reader(char *str, int num, void *stream)
 			eb_ini_error(
 			    ini,
 			    "line starts with white space: continuation lines are not supported");
-			return NULL;
+			return str;
 		}
 	}
-	if (*p == '[' && !begin_section(ini, p))
-		return NULL;
+	if (*p == '[') {
+		begin_section(ini, p);
+		return str;
+	}
+	memcpy(str, ini->raw, (size_t)len + 1);
 	return str;
 }
 
@@ -162,20 +192,20 @@ static int handler(void *user, const char *section, const char *name, const char
 	(void)section; /* tracked by the reader, which sees every header */
 	if (ini->stop)
 		return 0;
+	if (ini->skip_section)
+		return 1;
 	if (!value) {
 		eb_ini_error(ini, "expected KEY = VALUE");
-		return 0;
+		return 1;
 	}
 	if (!ini->in_section) {
 		eb_ini_error(ini, "key \"%s\" outside any section",
 		             eb_ini_quote(name, k, sizeof(k)));
-		return 0;
+		return 1;
 	}
 	r = ini->ops->key(ini, name, value, ini->userdata);
-	if (r < 0) {
-		eb_ini_fail(ini, r);
-		return 0;
-	}
+	if (r < 0)
+		refused(ini, r);
 	return 1;
 }
 
@@ -187,24 +217,38 @@ static void parse_file(struct eb_ini *ini)
 
 	ini->line = 0;
 	ini->in_section = false;
+	ini->skip_section = false;
 	if (ini->ops->begin_file)
 		ini->ops->begin_file(ini, ini->userdata);
 	f = fopen(ini->files[ini->file], "re");
 	if (!f) {
-		ini->r = negative_errno();
-		ini->stop = true;
-		if (asprintf(&ini->error, "%s: %s", ini->files[ini->file], strerror(-ini->r)) < 0)
-			ini->error = NULL;
+		int r = negative_errno();
+		char *all;
+
+		if (ini->r >= 0)
+			ini->r = r;
+		if (ini->n_errors >= EB_INI_ERRORS_MAX)
+			return;
+		if (asprintf(&all, "%s%s: %s\n", ini->errors ? ini->errors : "",
+		             ini->files[ini->file], strerror(-r)) < 0) {
+			eb_ini_fail(ini, -ENOMEM);
+			return;
+		}
+		free(ini->errors);
+		ini->errors = all;
+		ini->n_errors++;
 		return;
 	}
 	ini->f = f;
 	e = ini_parse_stream(reader, ini, handler, ini);
-	if (ini->r >= 0 && ferror(f))
+	if (ini->stop)
+		;
+	else if (ferror(f))
 		eb_ini_error_at(ini, (struct eb_ini_place){ini->file, ini->line + 1}, "read error");
-	else if (ini->r >= 0 && e > 0)
+	else if (e > 0)
 		eb_ini_error_at(ini, (struct eb_ini_place){ini->file, (unsigned)e},
 		                "syntax error: expected [SECTION], KEY = VALUE or a comment");
-	else if (ini->r >= 0 && e < 0)
+	else if (e < 0)
 		eb_ini_fail(ini, -ENOMEM);
 	ini->f = NULL;
 }
@@ -220,7 +264,7 @@ int eb_ini_parse(struct eb_ini *ini, const char *const *files, unsigned n_files,
 	    .ops = ops,
 	    .userdata = userdata,
 	};
-	for (ini->file = 0; ini->file < n_files && ini->r >= 0; ini->file++)
+	for (ini->file = 0; ini->file < n_files && !ini->stop; ini->file++)
 		parse_file(ini);
 	/* Errors found after the parse name their own place; the last file is the default. */
 	ini->file = n_files - 1;
@@ -229,12 +273,17 @@ int eb_ini_parse(struct eb_ini *ini, const char *const *files, unsigned n_files,
 
 int eb_ini_finish(struct eb_ini *ini, char **ret_error)
 {
+	size_t n;
+
 	free(ini->raw);
 	ini->raw = NULL;
 	ini->raw_size = 0;
+	n = ini->errors ? strlen(ini->errors) : 0;
+	if (n > 0)
+		ini->errors[n - 1] = '\0'; /* the last line's '\n' */
 	if (ini->r < 0 && ret_error)
-		*ret_error = TAKE_PTR(ini->error);
-	free(ini->error);
-	ini->error = NULL;
+		*ret_error = TAKE_PTR(ini->errors);
+	free(ini->errors);
+	ini->errors = NULL;
 	return ini->r;
 }

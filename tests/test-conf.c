@@ -670,6 +670,45 @@ static void test_dropin_errors(void **state)
 	assert_null(conf);
 }
 
+/* One read finds every error it can: a bad value, an unknown key, a refused section (whose keys
+ * are skipped, not taken for the section before), a bad line, in each file; the files after a
+ * broken one are read too. Validation, which a broken file would only confuse, is left out. */
+static void test_errors_all(void **state)
+{
+	_cleanup_free_ char *d1 = NULL, *main_path = NULL, *expected = NULL, *error = NULL;
+	struct eb_conf *conf = NULL;
+	const char *files[3];
+
+	(void)state;
+	d1 = write_in("all", "10-bad.conf", "[broker]\ncapacity-bits = 5\n[user a]\nrole = sink\n");
+	main_path = write_in("all", "main.conf",
+	                     "[broker]\n"
+	                     "capacity-bits = 4096\n"
+	                     "typo-key = 1\n"
+	                     "[nonsense]\n"
+	                     "capacity-bits = 8192\n"
+	                     "  indented = 1\n"
+	                     "[user b]\n"
+	                     "role = sink,wizard\n"
+	                     "unix-uid = 7\n");
+	files[0] = d1, files[1] = "/nonexistent/eb-test.conf", files[2] = main_path;
+	assert_int_equal(eb_conf_load_files(files, 3, &conf, &error), -EINVAL);
+	assert_true(
+	    asprintf(
+		&expected,
+		"%s:2: invalid value \"5\" for capacity-bits: expected a number "
+		"4096..2147483648, multiple of 512\n"
+		"/nonexistent/eb-test.conf: No such file or directory\n"
+		"%s:3: unknown key \"typo-key\" in [broker]\n"
+		"%s:4: unknown section [nonsense]: expected [broker], [upstream] or [user NAME]\n"
+		"%s:6: line starts with white space: continuation lines are not supported\n"
+		"%s:8: invalid value \"sink,wizard\" for role: expected a comma-separated list "
+		"of source, sink, admin",
+		d1, main_path, main_path, main_path, main_path) > 0);
+	assert_string_equal(error, expected);
+	assert_null(conf);
+}
+
 static void test_errors_validation(void **state)
 {
 	(void)state;
@@ -752,9 +791,10 @@ static void test_keys(void **state)
 	assert_int_equal(chmod(kb, 0640), 0);
 	conf = load_ok(content);
 	assert_int_equal(eb_conf_load_keys(conf, &error), -EPERM);
-	assert_true(asprintf(&expected,
-	                     "%s: [user b]: key file %s is readable by group or others; chmod 0600",
-	                     conf_path, kb) > 0);
+	assert_true(
+	    asprintf(&expected,
+	             "%s:6: [user b]: key file %s is readable by group or others; chmod 0600",
+	             conf_path, kb) > 0);
 	assert_string_equal(error, expected);
 	conf = eb_conf_free(conf);
 	error = (free(error), NULL);
@@ -767,7 +807,7 @@ static void test_keys(void **state)
 	assert_true(
 	    asprintf(
 		&expected,
-		"%s: [user b]: key file %s is not 64 hexadecimal digits and an optional newline",
+		"%s:6: [user b]: key file %s is not 64 hexadecimal digits and an optional newline",
 		conf_path, kb) > 0);
 	assert_string_equal(error, expected);
 	conf = eb_conf_free(conf);
@@ -779,8 +819,23 @@ static void test_keys(void **state)
 	conf = load_ok(content);
 	assert_int_equal(eb_conf_load_keys(conf, &error), -ENOENT);
 	assert_true(asprintf(&expected,
-	                     "%s: [user b]: cannot read key file %s: No such file or directory",
+	                     "%s:6: [user b]: cannot read key file %s: No such file or directory",
 	                     conf_path, kb) > 0);
+	assert_string_equal(error, expected);
+	conf = eb_conf_free(conf);
+	error = (free(error), NULL);
+	expected = (free(expected), NULL);
+
+	/* Every key is tried: both bad ones are named, each at its key-file= line. */
+	write_file(ka, "not a key either\n", 0600);
+	conf = load_ok(content);
+	assert_int_equal(eb_conf_load_keys(conf, &error), -EBADMSG);
+	assert_true(
+	    asprintf(
+		&expected,
+		"%s:3: [user a]: key file %s is not 64 hexadecimal digits and an optional newline\n"
+		"%s:6: [user b]: cannot read key file %s: No such file or directory",
+		conf_path, ka, conf_path, kb) > 0);
 	assert_string_equal(error, expected);
 }
 
@@ -794,6 +849,7 @@ int main(void)
 	    cmocka_unit_test(test_errors_validation), cmocka_unit_test(test_dropin_order),
 	    cmocka_unit_test(test_dropin_override),   cmocka_unit_test(test_dropin_errors),
 	    cmocka_unit_test(test_unix_peer),         cmocka_unit_test(test_keys),
+	    cmocka_unit_test(test_errors_all),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -233,7 +233,7 @@ static void check_clock_seam(void)
 	sigset_t saved;
 
 	check(pthread_sigmask(SIG_SETMASK, NULL, &saved) == 0);
-	check(broker_load_config(conf_path, &conf) == 0);
+	check(broker_load_config(conf_path, &conf, NULL) == 0);
 	check(broker_new(conf, conf_path, &b) == 0);
 	(void)settle(b);
 	check(sd_event_now(b->event, CLOCK_MONOTONIC, &t0) >= 0);
@@ -467,7 +467,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	/* broker_new() blocks the signals it watches; libFuzzer gets them back afterwards. */
 	check(pthread_sigmask(SIG_SETMASK, NULL, &saved) == 0);
-	check(broker_load_config(conf_path, &conf) == 0);
+	check(broker_load_config(conf_path, &conf, NULL) == 0);
 	check(broker_new(conf, conf_path, &b) == 0);
 
 	n_peers = 1 + data[0] % PEERS_MAX;

@@ -135,6 +135,9 @@ class Broker:
             for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "EB_LOG_LEVEL"):
                 if var in env:
                     cmd += ["-E", f"{var}={env[var]}"]
+            # What systemd would give the service (NOTIFY_SOCKET, WATCHDOG_USEC): set .env.
+            for var, value in getattr(self, "env", {}).items():
+                cmd += ["-E", f"{var}={value}"]
             cmd += [prog("eb-brokerd"), "-c", self.conf]
         else:
             cmd = [prog("eb-brokerd"), "-c", self.conf, "-l", f"tcp://127.0.0.1:{self.port}",
@@ -342,6 +345,39 @@ class Raw:
             return self.s.recv(1) == b""
         except (ConnectionResetError, socket.timeout):
             return True
+
+    def close(self):
+        self.s.close()
+
+
+class Notify:
+    """A NOTIFY_SOCKET, as systemd gives a Type=notify service: set a Broker's
+    .env = {"NOTIFY_SOCKET": n.path} before start(). .msgs holds every datagram received."""
+
+    def __init__(self, path):
+        self.path = path
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.s.bind(path)
+        self.s.settimeout(0.2)
+        self.msgs = []
+
+    def _recv(self):
+        try:
+            self.msgs.append(self.s.recv(65536).decode())
+        except socket.timeout:
+            pass
+
+    def wait(self, pred, timeout=20, start=0):
+        """The first message from index start on for which pred(message) holds, or None after
+        timeout seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for m in self.msgs[start:]:
+                if pred(m):
+                    return m
+            if time.monotonic() > deadline:
+                return None
+            self._recv()
 
     def close(self):
         self.s.close()

@@ -124,7 +124,7 @@ def test():
         # 1. A broken file: named with its line, and nothing changes.
         with open(b.conf, "w") as f:
             f.write(original + "[user dave]\nrole = sink\nbogus-key = 1\n")
-        new = hup(b, "Keeping the running configuration")
+        new = hup(b, "Reload failed, keeping the running configuration")
         line = len(original.splitlines()) + 3
         check(f"{b.conf}:{line}" in new, f"the error names {b.conf}:{line}: {new.strip()}")
         check(alice.proc.poll() is None and carol.proc.poll() is None,
