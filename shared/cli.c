@@ -9,8 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "log.h"
 #include "source.h"
+#include "time-util.h"
+
+/* While no broker answers, a line this often: enough to show in any journal excerpt that the
+ * outage goes on, few enough not to bury anything else. */
+#define OUTAGE_REPEAT_MS (60 * 1000)
 
 int eb_cli_client_option(int c, const char *arg, struct eb_client_options *o, const char *program,
                          void (*help)(void))
@@ -88,6 +95,51 @@ int eb_cli_client_new(const struct eb_client_options *o, struct eb_client **ret)
 	if (r < 0)
 		return log_error_errno(r, "%s", error ? error : "Failed to set up the client: %m");
 	return 0;
+}
+
+/* One outage of a program's clients; eb_cli_client_watch(). */
+static struct {
+	bool down;
+	uint64_t since_ms, logged_ms;
+	unsigned attempts; /* failed since the outage began */
+} outage;
+
+static void watch(struct eb_client *c, int r, void *userdata)
+{
+	uint64_t now = eb_now_ms();
+
+	(void)userdata;
+	if (r >= 0) {
+		if (outage.down)
+			log_notice("Connected to %s after %" PRIu64 " s (%u failed attempts)",
+			           eb_client_broker(c), (now - outage.since_ms + 500) / 1000,
+			           outage.attempts);
+		outage.down = false;
+		(void)sd_notifyf(false, "STATUS=Connected to %s", eb_client_broker(c));
+		return;
+	}
+	(void)sd_notifyf(false, "STATUS=Not connected: %s", eb_client_last_error(c));
+	if (r == -EACCES || r == -EPROTONOSUPPORT)
+		return;
+	if (!outage.down) {
+		outage.down = true;
+		outage.since_ms = outage.logged_ms = now;
+		outage.attempts = 1;
+		log_warning("Cannot reach a broker: %s; retrying", eb_client_last_error(c));
+		return;
+	}
+	outage.attempts++;
+	if (now - outage.logged_ms >= OUTAGE_REPEAT_MS) {
+		outage.logged_ms = now;
+		log_warning("Still no broker after %u attempts in %" PRIu64 " s: %s; retrying",
+		            outage.attempts, (now - outage.since_ms + 500) / 1000,
+		            eb_client_last_error(c));
+	}
+}
+
+void eb_cli_client_watch(struct eb_client *c)
+{
+	eb_client_set_watch(c, watch, NULL);
 }
 
 /* Handles one of the source or credit options into p (--dump-raw opens its file, mode 0600,
@@ -230,6 +282,7 @@ int eb_cli_source_client_new(struct eb_client_options *o, const struct eb_source
                              const char *per, struct eb_client **ret)
 {
 	const struct eb_gate_params *g = &p->gate;
+	int r;
 
 	if (g->h_mbits > g->cap_mbits_per_byte)
 		log_notice("Claiming %" PRIu32 ".%03" PRIu32
@@ -238,7 +291,10 @@ int eb_cli_source_client_new(struct eb_client_options *o, const struct eb_source
 		           g->h_mbits / 1000, g->h_mbits % 1000, per, g->cap_mbits_per_byte / 1000,
 		           g->cap_mbits_per_byte % 1000);
 	o->claim_mbits_per_byte = MIN(g->h_mbits, g->cap_mbits_per_byte);
-	return eb_cli_client_new(o, ret);
+	r = eb_cli_client_new(o, ret);
+	if (r >= 0)
+		eb_cli_client_watch(*ret);
+	return r;
 }
 
 int eb_cli_source_report(int r, const struct eb_source_stats *st, const char *prep,

@@ -169,3 +169,12 @@ int eb_cli_option_uint(const char *name, const char *arg, unsigned max, const ch
 
 /* Creates the client; logs the error (naming the broker or key file) and returns it. */
 int eb_cli_client_new(const struct eb_client_options *o, struct eb_client **ret);
+
+/* For a program that waits for its broker (a source, a sink; not a one-question tool): logs the
+ * first failed attempt to reach one as a warning naming the broker and the reason, then once a
+ * minute while it lasts with the count of attempts, and "Connected to X after N s" when one
+ * answers again; under systemd, STATUS= says "Connected to X" or "Not connected: REASON". All the
+ * clients of a program share one record of the outage: a failure followed at once by a success
+ * of another client of the same program (eb-sink-egd's two) is no outage. Refusals (-EACCES) are
+ * final and left to the program to log; they only set STATUS=. */
+void eb_cli_client_watch(struct eb_client *c);

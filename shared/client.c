@@ -39,6 +39,8 @@ struct eb_client {
 	uint64_t connect_deadline_ms; /* while eb_client_connect_retry() runs with one; else 0 */
 	uint64_t bits_credited;
 	char last_error[EB_TEXT_MAX + 64];
+	eb_client_watch_t watch;
+	void *watch_userdata;
 
 	uint8_t buf[EB_FRAME_MAX];
 };
@@ -314,14 +316,50 @@ static int op_timeout(const struct eb_client *c)
 	return (int)MIN((uint64_t)c->timeout_ms, c->connect_deadline_ms - now);
 }
 
+/* The reason OpenSSL gave, without its "error:0A00010B:SSL routines::" prefix. */
+static const char *tls_reason(const struct eb_conn *conn)
+{
+	const char *e = eb_conn_tls_error(conn), *colon = strrchr(e, ':');
+
+	return colon ? colon + 1 : e;
+}
+
+/* A failed connection attempt's reason, for eb_client_last_error(), naming the broker unless the
+ * reason does already. */
+static int connect_failed(struct eb_client *c, unsigned i, int r)
+{
+	char reason[sizeof(c->last_error)];
+
+	if (!strstr(c->last_error, c->uri_text[i])) {
+		int n;
+
+		snprintf(reason, sizeof(reason), "%s", c->last_error);
+		n = snprintf(c->last_error, sizeof(c->last_error), "%s: ", c->uri_text[i]);
+		if (n > 0 && (size_t)n < sizeof(c->last_error)) {
+			size_t len = strnlen(reason, sizeof(c->last_error) - (size_t)n - 1);
+
+			memcpy(c->last_error + n, reason, len);
+			c->last_error[(size_t)n + len] = '\0';
+		}
+	}
+	eb_client_disconnect(c);
+	return r;
+}
+
 static int connect_one(struct eb_client *c, unsigned i)
 {
 	struct eb_msg m = {.type = EB_MSG_HELLO};
 	struct eb_sigpipe_guard g;
+	const char *why;
 	int fd, r;
 
 	c->current = (int)i;
 	r = eb_uri_connect(&c->uris[i], op_timeout(c), &fd);
+	if (r == -EADDRNOTAVAIL && (why = eb_uri_resolve_error())) {
+		snprintf(c->last_error, sizeof(c->last_error), "cannot resolve %s: %s",
+		         c->uris[i].host, why);
+		return r;
+	}
 	if (r < 0) {
 		snprintf(c->last_error, sizeof(c->last_error), "cannot connect to %s: %s",
 		         c->uri_text[i], strerror(-r));
@@ -330,8 +368,11 @@ static int connect_one(struct eb_client *c, unsigned i)
 	/* Non-blocking, so that eb_conn_read_full() and eb_conn_write_full() wait in poll() with
 	 * their timeout: on a blocking socket a broker that stops answering would hang us. */
 	r = eb_conn_new(fd, eb_uri_is_tls(&c->uris[i]) ? c->tls : NULL, false, true, &c->conn);
-	if (r < 0)
+	if (r < 0) {
+		snprintf(c->last_error, sizeof(c->last_error),
+		         "cannot set up a connection to %s: %s", c->uri_text[i], strerror(-r));
 		return r;
+	}
 	m.hello.version = EB_PROTO_VERSION;
 	m.hello.roles = (uint8_t)c->roles;
 	m.hello.claim_mbits_per_byte = c->claim;
@@ -342,7 +383,7 @@ static int connect_one(struct eb_client *c, unsigned i)
 	 * will not take before it answers the ClientHello, while a refused user or key gets a TLS
 	 * alert. The first is worth another try later, the second is not. */
 	eb_sigpipe_block(&g);
-	r = eb_conn_write_full(c->conn, NULL, 0, c->timeout_ms);
+	r = eb_conn_write_full(c->conn, NULL, 0, op_timeout(c));
 	eb_sigpipe_restore(&g);
 	if (r < 0 && eb_uri_is_tls(&c->uris[i]) && eb_conn_failure(c->conn) == EB_CONN_FAIL_EOF) {
 		snprintf(
@@ -351,6 +392,21 @@ static int connect_one(struct eb_client *c, unsigned i)
 		    c->uri_text[i]);
 		eb_client_disconnect(c);
 		return -ECONNREFUSED;
+	}
+	/* What answered the ClientHello with no TLS record at all (an HTTP server's reply, say)
+	 * is another service on that port: worth telling apart from a refused key, and worth
+	 * trying again, since the address may be the one about to be fixed. */
+	if (r < 0 && eb_conn_failure(c->conn) == EB_CONN_FAIL_NOT_TLS) {
+		snprintf(c->last_error, sizeof(c->last_error),
+		         "not an entropy broker at %s (its answer to the TLS handshake: %s)",
+		         c->uri_text[i], tls_reason(c->conn));
+		return connect_failed(c, i, -EPROTO);
+	}
+	if (r == -ETIMEDOUT) {
+		snprintf(c->last_error, sizeof(c->last_error),
+		         "%s did not finish the TLS handshake in time (an entropy broker there?)",
+		         c->uri_text[i]);
+		return connect_failed(c, i, r);
 	}
 	if (r < 0)
 		(void)fail(c, r, NULL);
@@ -362,7 +418,8 @@ static int connect_one(struct eb_client *c, unsigned i)
 			    c->last_error, sizeof(c->last_error),
 			    "TLS handshake with %s failed: the broker refused user \"%s\" or its key",
 			    c->uri_text[i], c->user);
-		return r == -ECONNRESET || r == -EPIPE || r == -EPROTO ? -EACCES : r;
+		r = r == -ECONNRESET || r == -EPIPE || r == -EPROTO ? -EACCES : r;
+		return connect_failed(c, i, r);
 	}
 	r = read_answer(c, op_timeout(c), &m);
 	if (r == -ETIMEDOUT) {
@@ -370,8 +427,16 @@ static int connect_one(struct eb_client *c, unsigned i)
 		 * does not answer HELLO in time is one to leave. */
 		snprintf(c->last_error, sizeof(c->last_error), "%s did not answer HELLO in time",
 		         c->uri_text[i]);
-		eb_client_disconnect(c);
-		return r;
+		return connect_failed(c, i, r);
+	}
+	/* Bytes that are no frame of ours in answer to HELLO: a peer that does not speak the
+	 * protocol (over a plain unix socket, any service at all). Not a refusal. */
+	if (r == -EBADMSG || r == -EMSGSIZE || (r >= 0 && m.type != EB_MSG_WELCOME)) {
+		snprintf(c->last_error, sizeof(c->last_error),
+		         "not an entropy broker at %s (it answered HELLO with %s)", c->uri_text[i],
+		         r < 0 ? "bytes that are no frame of the protocol"
+		               : eb_msg_type_to_string(m.type));
+		return connect_failed(c, i, -EPROTO);
 	}
 	if (r < 0) {
 		/* TLS 1.3 finishes the server's side of the handshake after our first write, so a
@@ -380,10 +445,8 @@ static int connect_one(struct eb_client *c, unsigned i)
 			snprintf(c->last_error, sizeof(c->last_error),
 			         "%s closed the connection: wrong key or unknown user \"%s\"?",
 			         c->uri_text[i], c->user);
-		return r;
+		return connect_failed(c, i, r);
 	}
-	if (m.type != EB_MSG_WELCOME)
-		return fail(c, -EPROTO, "the broker did not answer HELLO with WELCOME");
 	return 0;
 }
 
@@ -396,9 +459,17 @@ int eb_client_connect(struct eb_client *c)
 	for (unsigned k = 0; k < c->n_uris; k++) {
 		r = connect_one(c, (start + k) % c->n_uris);
 		if (r >= 0)
-			return 0;
+			break;
 	}
-	return r;
+	if (c->watch)
+		c->watch(c, r < 0 ? r : 0, c->watch_userdata);
+	return r < 0 ? r : 0;
+}
+
+void eb_client_set_watch(struct eb_client *c, eb_client_watch_t watch, void *userdata)
+{
+	c->watch = watch;
+	c->watch_userdata = userdata;
 }
 
 int eb_client_connect_retry(struct eb_client *c, int deadline_ms)

@@ -35,6 +35,13 @@ static inline void eb_client_freep(struct eb_client **c)
 		eb_client_free(*c);
 }
 
+/* Told the outcome of every eb_client_connect() pass: r is 0 once connected, else the error, with
+ * eb_client_last_error() naming the broker and the reason. libeb logs nothing above debug: this
+ * is how a program hears of attempts that eb_client_connect_retry() makes on its behalf
+ * (eb_cli_client_watch() in cli.c logs them and sets the unit's STATUS=). */
+typedef void (*eb_client_watch_t)(struct eb_client *c, int r, void *userdata);
+void eb_client_set_watch(struct eb_client *c, eb_client_watch_t watch, void *userdata);
+
 /* Connects to the first broker that answers, starting after the one last used, with
  * HELLO/WELCOME done. One pass over the list. */
 int eb_client_connect(struct eb_client *c);

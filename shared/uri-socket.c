@@ -58,6 +58,10 @@ static int resolve_error(int e)
 	}
 }
 
+/* What getaddrinfo() said when this thread's last tcp_resolve() failed; 0 after one that did
+ * not. */
+static _Thread_local int last_resolve_error;
+
 static int tcp_resolve(const struct eb_uri *uri, bool passive, struct addrinfo **ret)
 {
 	struct addrinfo hints = {
@@ -69,9 +73,18 @@ static int tcp_resolve(const struct eb_uri *uri, bool passive, struct addrinfo *
 
 	snprintf(port, sizeof(port), "%u", (unsigned)uri->port);
 	e = getaddrinfo(uri->host, port, &hints, ret);
+	last_resolve_error = e;
 	if (e != 0)
 		return resolve_error(e);
 	return 0;
+}
+
+const char *eb_uri_resolve_error(void)
+{
+	return last_resolve_error != 0 && last_resolve_error != EAI_SYSTEM &&
+	               last_resolve_error != EAI_MEMORY
+	           ? gai_strerror(last_resolve_error)
+	           : NULL;
 }
 
 static int listen_tcp(const struct eb_uri *uri, int *ret_fd)
@@ -251,6 +264,10 @@ static int connect_tcp(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
 	int r;
 
 	r = tcp_resolve(uri, false, &ai);
+	/* Not -EHOSTUNREACH: a name that does not resolve is a typo or a DNS failure, and "No
+	 * route to host" would send its reader to the network instead. */
+	if (r < 0 && eb_uri_resolve_error())
+		return -EADDRNOTAVAIL;
 	if (r < 0)
 		return r;
 	for (struct addrinfo *a = ai; a; a = a->ai_next)

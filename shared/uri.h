@@ -44,5 +44,9 @@ int eb_uri_listen(const struct eb_uri *uri, int *ret_fd);
 /* Connects a blocking socket within timeout_ms, trying every address a TCP host resolves to.
  * A virtio port is opened and waited for until its host side is connected: -ENOENT when the
  * guest has no such port, -EBUSY when another process holds it, -ENOTCONN when the host side
- * stayed unconnected for timeout_ms. */
+ * stayed unconnected for timeout_ms. A TCP host that does not resolve: -EADDRNOTAVAIL, with the
+ * resolver's own words from eb_uri_resolve_error(). */
 int eb_uri_connect(const struct eb_uri *uri, int timeout_ms, int *ret_fd);
+/* What the resolver said (gai_strerror(), "Name or service not known") when this thread's last
+ * look-up of a TCP host failed, NULL when it did not. */
+const char *eb_uri_resolve_error(void);

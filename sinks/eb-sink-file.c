@@ -204,6 +204,7 @@ int main(int argc, char *argv[])
 		return r;
 	if (eb_cli_client_new(&o, &client) < 0)
 		return 2;
+	eb_cli_client_watch(client);
 	if (arg_timeout_s > 0)
 		deadline = eb_now_ms() + arg_timeout_s * 1000;
 	if (arg_fifo) {

@@ -481,6 +481,7 @@ int main(int argc, char *argv[])
 	}
 	if (eb_cli_client_new(&o, &client) < 0)
 		return 2;
+	eb_cli_client_watch(client);
 	r = eb_kernel_open(&fd);
 	if (r < 0) {
 		log_error_errno(r, "Failed to open /dev/random: %m");

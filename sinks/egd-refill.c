@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -50,8 +52,18 @@ struct egd_refill {
 	uint8_t *scratch; /* EB_DATA_MAX locked bytes: a broker answer or a donation in transit */
 	bool scratch_locked;
 	struct eb_backoff backoff;
-	bool outage_logged;
 };
+
+_printf_(2, 3) static void set_link(struct egd_refill *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&r->lock);
+	va_start(ap, fmt);
+	vsnprintf(r->stats.link, sizeof(r->stats.link), fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&r->lock);
+}
 
 static void notify(struct egd_refill *r)
 {
@@ -122,19 +134,17 @@ static int connect_broker(struct egd_refill *r)
 		pthread_mutex_unlock(&r->lock);
 	}
 	if (k < 0) {
+		/* The watch (eb_cli_client_watch()) has logged it, at a bounded rate. */
 		struct eb_client *c = donate != DONATE_NO ? r->both : r->sink_only;
 
-		if (!r->outage_logged)
-			log_warning("Cannot reach a broker (%s), retrying with backoff",
-			            eb_client_last_error(c));
-		r->outage_logged = true;
+		set_link(r, "Not connected: %s", eb_client_last_error(c));
 		pause_ms(r, eb_backoff_next(&r->backoff));
 		return k;
 	}
 	log_info("Drawing from broker %s%s", eb_client_broker(r->active),
 	         r->active == r->both ? " (EGD writes are donated to it)" : "");
+	set_link(r, "Connected to %s", eb_client_broker(r->active));
 	eb_backoff_reset(&r->backoff);
-	r->outage_logged = false;
 	return 0;
 }
 
@@ -142,6 +152,8 @@ static void lost(struct egd_refill *r, int k)
 {
 	log_warning_errno(k, "Lost broker %s: %s; failing over", eb_client_broker(r->active),
 	                  eb_client_last_error(r->active));
+	set_link(r, "Not connected: lost %s: %s", eb_client_broker(r->active),
+	         eb_client_last_error(r->active));
 	eb_client_disconnect(r->active);
 	r->active = NULL;
 }
@@ -304,6 +316,9 @@ int egd_refill_new(const struct egd_refill_options *o, struct egd_refill **ret)
 	k = eb_cli_client_new(&co, &r->sink_only);
 	if (k < 0)
 		goto fail;
+	eb_cli_client_watch(r->both);
+	eb_cli_client_watch(r->sink_only);
+	set_link(r, "Not connected yet");
 	k = egd_buffer_new(o->capacity, &r->buf);
 	if (k < 0) {
 		log_error_errno(k, "Failed to allocate a %zu byte buffer: %m", o->capacity);

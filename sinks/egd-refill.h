@@ -24,6 +24,7 @@ struct egd_refill_stats {
 	uint64_t donate_dropped; /* bytes of EGD writes read and dropped */
 	bool may_donate;         /* the broker accepted the user as a source */
 	bool failed;             /* the broker refused the user: nothing will ever arrive */
+	char link[400];          /* "Connected to X" or "Not connected: REASON", for STATUS= */
 };
 
 /* Creates the broker clients (logging what is wrong with the options) and the locked buffer. */

@@ -589,13 +589,13 @@ void egd_server_log_stats(struct egd_server *s, bool final)
 {
 	struct egd_refill_stats st;
 	const struct stats *t = &s->stats;
-	char status[512];
+	char status[1024];
 
 	egd_refill_stats(s->refill, &st);
 	snprintf(status, sizeof(status),
-	         "%u clients, %zu bytes buffered; served %" PRIu64 " bytes (%" PRIu64
+	         "%s; %u clients, %zu bytes buffered; served %" PRIu64 " bytes (%" PRIu64
 	         " by blocking reads) to %" PRIu64 " clients",
-	         s->n_clients, egd_refill_level(s->refill), t->served, t->served_blocking,
+	         st.link, s->n_clients, egd_refill_level(s->refill), t->served, t->served_blocking,
 	         t->accepted);
 	(void)sd_notifyf(false, "STATUS=%s", status);
 	if (!final)

@@ -519,8 +519,14 @@ static void test_connect_errors(void **state)
 
 	(void)state;
 	assert_int_equal(eb_uri_parse("tcp://no-such-host.invalid:1", &u), 0);
-	assert_true(eb_uri_connect(&u, 1000, &fd) < 0);
+	/* A resolver failure is one, in the resolver's words, not "No route to host". */
+	assert_int_equal(eb_uri_connect(&u, 1000, &fd), -EADDRNOTAVAIL);
+	assert_non_null(eb_uri_resolve_error());
 	assert_int_equal(fd, -EBADF); /* untouched on failure */
+	/* A later look-up that succeeds clears it. */
+	assert_int_equal(eb_uri_parse("tcp://127.0.0.1:1", &u), 0);
+	assert_true(eb_uri_connect(&u, 1000, &fd) < 0);
+	assert_null(eb_uri_resolve_error());
 
 	u.kind = _EB_URI_KIND_INVALID;
 	assert_int_equal(eb_uri_connect(&u, 1000, &fd), -EINVAL);
