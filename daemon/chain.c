@@ -76,12 +76,54 @@ static void format_chain(const struct eb_msg_hello *h, char *buf, size_t size)
 	}
 }
 
+/* Whether this broker's path upstream would still fit EB_CHAIN_MAX with h's ids in it. */
+static bool path_fits(const struct broker *b, const struct eb_msg_hello *h)
+{
+	uint64_t path[EB_CHAIN_MAX];
+	int n = chain_path(b, path);
+
+	if (n < 0)
+		return false;
+	for (unsigned i = 0; i < h->n_chain; i++) {
+		if (contains(path, (unsigned)n, h->chain[i]))
+			continue;
+		if (n == EB_CHAIN_MAX)
+			return false;
+		path[n++] = h->chain[i];
+	}
+	return true;
+}
+
 int chain_accept(struct session *s, const struct eb_msg_hello *h)
 {
 	struct broker *b = s->broker;
 	const struct eb_user *u = session_user(s);
 	char id[17], ids[EB_CHAIN_MAX * 17 + 1];
 
+	/* Ids go into what this broker tells its own upstream, so they are taken only from a
+	 * user the configuration names a downstream broker: a sink's made-up ids would otherwise
+	 * fill the path and stop this broker's refills, or name the upstream and have it refused.
+	 */
+	if (!u->downstream_broker) {
+		log_peer(b, PEER_LOG_REFUSED, LOG_WARNING,
+		         "Refusing %s: user %s sent the broker ids of a chained broker but is not "
+		         "one; set downstream-broker = yes in its [user] section if it is",
+		         s->peer, u->name);
+		session_refuse(s, EB_ERR_FORBIDDEN, "broker ids from a user that is not a broker");
+		return -EPERM;
+	}
+	/* A path that would outgrow what this broker can carry upstream is refused here, at the
+	 * broker that joins it, which then retries with back-off: the brokers already drawing
+	 * through this one, and this one's own refills, carry on. */
+	if (b->upstream && !path_fits(b, h)) {
+		log_peer(
+		    b, PEER_LOG_REFUSED, LOG_WARNING,
+		    "Refusing %s (user %s): with its %u broker ids, more than %u brokers would "
+		    "draw through this one",
+		    s->peer, u->name, h->n_chain, EB_CHAIN_MAX);
+		session_refuse(s, EB_ERR_FORBIDDEN, "chain too deep: more than 16 brokers");
+		return -E2BIG;
+	}
 	if (!contains(h->chain, h->n_chain, b->chain_id)) {
 		s->n_chain = h->n_chain;
 		memcpy(s->chain, h->chain, sizeof(s->chain));

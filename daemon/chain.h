@@ -20,10 +20,12 @@ int chain_init(struct broker *b);
 int chain_path(const struct broker *b, uint64_t ret[EB_CHAIN_MAX]);
 
 /* A HELLO that carries ids (h->n_chain > 0): the peer is a broker drawing from this one. Returns
- * 0 and keeps the ids in the session (once it is ready, upstream_path_changed() passes them on),
- * or sends ERROR(FORBIDDEN), logs why (once per user and
- * chain while the refusals repeat) and returns -ELOOP when this broker's id is among them: serving
- * it would have this broker draw from itself. */
+ * 0 and keeps the ids in the session (once it is ready, upstream_path_changed() passes them on;
+ * they leave with the session), or sends ERROR(FORBIDDEN), logs why and returns: -EPERM when the
+ * user is not configured as a downstream broker; -E2BIG when this broker draws from an upstream
+ * and its path would then hold more than EB_CHAIN_MAX ids; -ELOOP when this broker's id is among
+ * them (logged once per user and chain while the refusals repeat): serving it would have this
+ * broker draw from itself. */
 int chain_accept(struct session *s, const struct eb_msg_hello *h);
 
 /* "0123456789abcdef" for an id, into buf[17]. */

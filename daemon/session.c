@@ -19,6 +19,7 @@
 #include "conn.h"
 #include "log.h"
 #include "session-internal.h"
+#include "upstream.h"
 
 static int on_io(sd_event_source *src, int fd, uint32_t revents, void *userdata);
 static int on_defer(sd_event_source *src, void *userdata);
@@ -201,6 +202,9 @@ void session_set_state(struct session *s, enum session_state state)
 	session_count(s, -1);
 	s->state = state;
 	session_count(s, +1);
+	/* A downstream broker's ids leave with it: this broker's own upstream hears. */
+	if (state == SESSION_CLOSING && s->n_chain > 0)
+		upstream_path_changed(s->broker);
 	/* A peer that does not read its last message must not keep the session: it gets as long
 	 * to take it as a new peer gets to say HELLO. */
 	if (state == SESSION_CLOSING && s->timer) {

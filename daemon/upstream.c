@@ -94,12 +94,14 @@ void upstream_path_changed(struct broker *b)
 	uint64_t chain[EB_CHAIN_MAX];
 	int n;
 
-	if (!u || !u->running)
+	if (!u || !u->running || b->stopping)
 		return;
 	n = chain_path(b, chain);
 	if (n == u->n_chain && memcmp(chain, u->chain, (size_t)n * sizeof(*chain)) == 0)
 		return;
 	send_cmd(u, 0);
+	/* A path that shrank back under the limit lets a stopped refill start again. */
+	upstream_level_changed(b);
 }
 
 uint64_t upstream_bits_in(const struct upstream *u)

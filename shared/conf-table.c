@@ -82,6 +82,8 @@ static const struct conf_item items[] = {
      offsetof(struct eb_user, quota_bits_per_hour), false, "a number of bits, 0 for no quota"},
     {CONF_SECTION_USER, "max-sessions", parse_max_sessions, offsetof(struct eb_user, max_sessions),
      false, "a number 1..65536"},
+    {CONF_SECTION_USER, "downstream-broker", parse_bool,
+     offsetof(struct eb_user, downstream_broker), false, "yes, no, true, false, 1 or 0"},
     {CONF_SECTION_UPSTREAM, "broker", parse_upstream_broker,
      offsetof(struct eb_conf_upstream, brokers), true,
      "tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH, vsock://CID[:PORT] or virtio:NAME"},

@@ -94,7 +94,7 @@ def test():
                 "vm1": {"role": "sink", "quota-bits-per-hour": 1048576},
                 "local": {"role": "source,sink,admin", "unix-uid": me, "key": False,
                           "max-sessions": 400},
-                "edge": {"role": "sink"}},
+                "edge": {"role": "sink", "downstream-broker": "yes"}},
                broker_extra="max-local-sessions = 512").start()
     raws = []
     try:

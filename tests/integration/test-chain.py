@@ -33,7 +33,7 @@ def settled_totals(up, down):
 
 def chain():
     up = Broker({"src": {"role": "source", "unix-uid": os.getuid(), "key": False},
-                 "edge": {"role": "sink"}, "admin": {"role": "admin"}},
+                 "edge": {"role": "sink", "downstream-broker": "yes"}, "admin": {"role": "admin"}},
                 capacity=1 << 21)
     down = None
     try:
@@ -109,9 +109,10 @@ CYCLE_LINE = "would make this broker draw from itself through a cycle"
 
 def cycle():
     # Not socket-activated: a broker that draws must run before anyone connects to it.
-    a = Broker({"peer": {"role": "sink"}, "admin": {"role": "admin"}}, capacity=65536,
-               activate=False)
-    b = Broker({"peer": {"role": "sink"}, "admin": {"role": "admin"}}, capacity=65536,
+    a = Broker({"peer": {"role": "sink", "downstream-broker": "yes"}, "admin": {"role": "admin"}},
+               capacity=65536, activate=False)
+    b = Broker({"peer": {"role": "sink", "downstream-broker": "yes"}, "admin": {"role": "admin"}},
+               capacity=65536,
                keys={"peer": a.keys["peer"]}, activate=False)
     # Each draws from the other as user peer, known to both by one key. Debug lines show the
     # retries that must not repeat the warning.

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""A sink of a broker that draws from an upstream says HELLO with 16 made-up broker ids, as a
+broker drawing through this one would. Those ids went into the path this broker tells its
+upstream: 16 of them and its own make 17, more than a HELLO carries, and the broker stopped
+drawing, still so after the sink left. Ids are taken only from a user configured as a
+downstream broker: the sink is refused, and the broker refills from its upstream whenever a
+legitimate sink drains it, while the sink tries and after it has gone."""
+import os
+import struct
+import time
+
+from attacklib import (MSG, PRE_FIX, ROLE_SINK, Legit, Raw, Window, check, expect, main,
+                       need_root, start_broker)
+from eblib import Broker, draw, prog, run, wait_for
+
+CAP_DOWN = 131072  # bits; the upstream low water (50 %) is 65536
+DRAIN = 6144  # bytes: 49152 bits, more than the level above low water
+
+
+def hello_with_ids(r, n):
+    kind = b"eb-brokerd upstream draw"
+    ids = b"".join(os.urandom(8) for _ in range(n))
+    r.send(MSG["HELLO"], struct.pack(">HBBIH", 1, ROLE_SINK, 0, 0, len(kind)) + kind +
+           bytes([n]) + ids)
+    return r.recv()
+
+
+def refills(up, down, what):
+    """Drains the downstream below its upstream low water with a legitimate sink, then waits
+    for it to refill from the upstream; returns whether it did, and how long it took."""
+    out0 = up.status()["bits_out"]
+    p = draw(down, "sink", DRAIN)
+    check(p.returncode == 0 and len(p.stdout) == DRAIN,
+          f"a legitimate sink drew {DRAIN} bytes {what} ({p.stderr.decode().strip()[-200:]})")
+    t0 = time.monotonic()
+    deadline = t0 + 20
+    while time.monotonic() < deadline:
+        if up.status()["bits_out"] > out0 and down.status()["pool_bits"] >= CAP_DOWN // 2:
+            return True, time.monotonic() - t0
+        time.sleep(0.2)
+    return False, time.monotonic() - t0
+
+
+def test():
+    need_root("to connect as uid 1001")
+    # The user a downstream broker draws as; a broker before the fix knows no such key.
+    edge = {"role": "sink"} if PRE_FIX else {"role": "sink", "downstream-broker": "yes"}
+    up = Broker({"src": {"role": "source", "unix-uid": os.getuid(), "key": False},
+                 "edge": edge, "admin": {"role": "admin"}}, capacity=1 << 21)
+    down = None
+    try:
+        up.start()
+        data = os.path.join(up.tmp, "noise")
+        with open(data, "wb") as f:
+            f.write(os.urandom(192 * 1024))
+        p = run([prog("eb-source-file"), "-b", up.unix, "--credit-per-byte=8",
+                 "--max-credit-per-byte=8", data])
+        check(p.returncode == 0, f"the upstream is fed ({p.stderr.decode().strip()[-200:]})")
+        # Drawing needs the broker running before anyone connects: not socket-activated.
+        down = start_broker(users={"tenant": {"role": "sink", "unix-uid": 1001, "key": False}},
+                            capacity=CAP_DOWN, activate=False, prime_bytes=0, extra=f"""
+[upstream]
+broker = {up.tcp}
+user = edge
+key-file = {up.keys['edge']}
+low-water-percent = 50
+draw-bits = 16384
+""")
+        wait_for("the downstream fills to its upstream low water from the upstream",
+                 lambda: down.status()["pool_bits"] >= CAP_DOWN // 2)
+        ok, secs = refills(up, down, "before the attack")
+        check(ok, "the downstream refills from its upstream before the attack")
+        print(f"# chain-ids: refill before the attack took {secs:.1f} s")
+
+        legit = Legit(down)
+        w = Window(down, "chain-ids").begin()
+        tenant = Raw(down.sock, uid=1001)
+        t, payload = hello_with_ids(tenant, 16)
+        print(f"# chain-ids: the sink's HELLO with 16 made-up ids was answered with type {t} "
+              f"({payload[:80]!r})")
+        legit.round("chain-ids")
+        ok, secs = refills(up, down, "while the sink with 16 ids is there")
+        print(f"# chain-ids: refill with the sink there: {'yes' if ok else 'no'} in {secs:.1f} s")
+        expect(ok, "the downstream refills from its upstream while the sink with 16 ids is "
+               "connected")
+        tenant.close()
+        legit.round("chain-ids")
+        ok, secs = refills(up, down, "after the sink left")
+        print(f"# chain-ids: refill after the sink left: {'yes' if ok else 'no'} in {secs:.1f} s")
+        expect(ok, "the downstream refills from its upstream after the sink left")
+        expect("Not drawing from upstream" not in down.read_log(),
+               "the downstream never stopped drawing")
+        w.end()
+        w.check_cpu()
+        w.check_log(50)
+        expect(down.alive(), "the broker is still running")
+        legit.summary("chain-ids")
+    finally:
+        if down:
+            down.cleanup()
+        up.cleanup()
+
+
+main(test)
