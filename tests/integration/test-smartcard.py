@@ -6,7 +6,9 @@ credited at the source's H; the card taken out (vicc stopped) and put back, and 
 stopped and started again, are both survived by the same process. pcscd runs in a private mount
 namespace with its own /run/pcscd (its socket path is fixed) and its own reader.conf.d with the
 virtual reader on a free port, so neither a pcscd of this machine nor another test is touched;
-the source finds it through $PCSCLITE_CSOCK_NAME."""
+the source finds it through $PCSCLITE_CSOCK_NAME. Where nothing made /run/pcscd yet (pcscd.socket
+never started, as on a machine without systemd running), the test makes the empty directory
+that the bind mount needs; it is left in place, as pcscd.socket would leave it."""
 import os
 import re
 import shutil
@@ -123,8 +125,11 @@ def test():
         skip("needs the vpcd reader driver (package vsmartcard-vpcd)")
     if not os.path.isdir(VICC_PATH):
         skip(f"needs python3-virtualsmartcard in {VICC_PATH}")
-    if os.geteuid() != 0 or not os.path.isdir("/run/pcscd"):
-        skip("needs root and /run/pcscd to give pcscd a private /run/pcscd")
+    if os.geteuid() != 0:
+        skip("needs root to give pcscd a private /run/pcscd (a mount namespace and a bind mount)")
+    # The mount point for the private /run/pcscd. Never removed: the other build's run of this
+    # test may have its own bind mount on it at this moment.
+    os.makedirs("/run/pcscd", mode=0o755, exist_ok=True)
 
     tmp = tempfile.mkdtemp(prefix="eb-smartcard-")
     pcsc = Pcsc(tmp)
