@@ -3,14 +3,19 @@
 """The drop-in the package ships (etc/50-local-units.conf) works as installed: a broker whose
 configuration directory holds it and nothing else of the kind takes a peer in the group eb-source
 as user local-sources and one in eb-sink as local-sinks, over unix, with no key; the main file
-has the last word: a user there that maps the same group takes it."""
+has the last word: a user there that maps the same group takes it. On a machine without the
+package's users (nothing installed), the test runs itself again in a private mount namespace whose
+/etc/passwd and /etc/group are copies to which systemd-sysusers added them, as the package would:
+this machine's own files are not touched."""
 import grp
 import os
 import pwd
 import shutil
+import subprocess
 import sys
+import tempfile
 
-from eblib import MSG, ROLE_SINK, ROLE_SOURCE, SKIP, Broker, Raw, check, main
+from eblib import MSG, ROLE_SINK, ROLE_SOURCE, Broker, Raw, check, main, need, need_root
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
@@ -23,18 +28,50 @@ def hello(path, uid, gid, roles):
     return t, payload[10:].decode() if t == MSG["WELCOME"] else None
 
 
-def test():
+def have_users():
     try:
-        src_gid = grp.getgrnam("eb-source").gr_gid
-        sink_gid = grp.getgrnam("eb-sink").gr_gid
+        grp.getgrnam("eb-source")
+        grp.getgrnam("eb-sink")
         pwd.getpwnam("entropy-egd")
+        return True
     except KeyError:
-        print("SKIP: needs the users and groups of sysusers.d/entropy-broker.conf "
-              "(systemd-sysusers sysusers.d/entropy-broker.conf)")
-        sys.exit(SKIP)
-    if os.getuid() != 0:
-        print("SKIP: needs root to connect as other users")
-        sys.exit(SKIP)
+        return False
+
+
+def rerun_with_users():
+    """Runs this test again in a mount namespace with the package's users; exits with its status."""
+    need("systemd-sysusers")
+    need("unshare")
+    root = tempfile.mkdtemp(prefix="eb-sysusers-")
+    try:
+        os.makedirs(os.path.join(root, "etc"))
+        for f in ("passwd", "group", "shadow", "gshadow"):
+            if os.path.exists(os.path.join("/etc", f)):
+                shutil.copy2(os.path.join("/etc", f), os.path.join(root, "etc", f))
+        with open(os.path.join(ROOT, "sysusers.d", "entropy-broker.conf")) as f:
+            lines = [line for line in f.read().splitlines() if line and not line.startswith("#")]
+        p = subprocess.run(["systemd-sysusers", "--root", root, "--inline", *lines],
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0, f"systemd-sysusers makes the package's users in a copy of /etc: "
+              f"{p.stderr.strip()}")
+        script = ('mount --bind "$1/etc/passwd" /etc/passwd && '
+                  'mount --bind "$1/etc/group" /etc/group && shift && exec "$@"')
+        p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script,
+                            "sh", root, sys.executable, os.path.abspath(__file__)],
+                           env=dict(os.environ, EB_DROPIN_USERS_MADE="1"), timeout=600)
+        sys.exit(p.returncode)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test():
+    need_root("to connect as other users, and to make the package's users where they are missing")
+    if not have_users():
+        if os.environ.get("EB_DROPIN_USERS_MADE"):
+            check(False, "the package's users are there in the private mount namespace")
+        rerun_with_users()
+    src_gid = grp.getgrnam("eb-source").gr_gid
+    sink_gid = grp.getgrnam("eb-sink").gr_gid
     nobody = pwd.getpwnam("nobody").pw_uid
 
     b = Broker({})
