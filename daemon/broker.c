@@ -63,6 +63,8 @@ static const char *peer_log_name(enum peer_log kind)
 		return "refused requests";
 	case PEER_LOG_SESSION:
 		return "sessions";
+	case PEER_LOG_RECORDS:
+		return "TLS peers past a limit on records";
 	case _PEER_LOG_MAX:
 	case _PEER_LOG_INVALID:
 		break;

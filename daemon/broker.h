@@ -41,6 +41,7 @@ enum peer_log {
 	PEER_LOG_HANDSHAKE, /* unauthenticated peers: TLS failures, unknown users, timeouts */
 	PEER_LOG_REFUSED,   /* authenticated peers: refused requests, protocol errors */
 	PEER_LOG_SESSION,   /* authenticated peers coming and going */
+	PEER_LOG_RECORDS,   /* TLS peers past a limit on records: tiny records, KeyUpdate floods */
 	_PEER_LOG_MAX,
 	_PEER_LOG_INVALID = -22,
 };

@@ -306,6 +306,11 @@ int session_handshake_result(struct session *s, int r)
 			log_peer(b, PEER_LOG_HANDSHAKE, LOG_WARNING,
 			         "Refusing %s: wrong key for user \"%s\"", s->peer,
 			         eb_conn_offered_identity(s->conn));
+		else if (f == EB_CONN_FAIL_RECORDS)
+			log_peer(
+			    b, PEER_LOG_RECORDS, LOG_WARNING,
+			    "Refusing %s: more than %u TLS records before its handshake was done (tiny records?)",
+			    s->peer, EB_CONN_HANDSHAKE_RECORDS_MAX);
 		else
 			log_peer(b, PEER_LOG_HANDSHAKE, LOG_WARNING, "Refusing %s: %s (%s)",
 			         s->peer, eb_conn_failure_to_string(f),

@@ -518,6 +518,14 @@ static void log_gone(struct session *s, int r)
 		         s->peer, session_user_name(s), strerror(-r));
 }
 
+static void log_records(struct session *s)
+{
+	log_peer(
+	    s->broker, PEER_LOG_RECORDS, LOG_WARNING,
+	    "Closing %s (user %s): more than %u TLS post-handshake messages (KeyUpdate) in one session",
+	    s->peer, session_user_name(s), EB_CONN_POST_HANDSHAKE_MAX);
+}
+
 /* After the last frame to a peer (an ERROR), the broker does not close at once: data the peer
  * sent meanwhile (its HELLO, say, racing a refusal at accept) would make close() send a reset,
  * and the peer's read would fail before it saw the ERROR. So the session says close_notify (over
@@ -543,11 +551,20 @@ static bool linger(struct session *s)
 	}
 }
 
+/* A peer's turn in the loop ends after this many TLS records, however many reads they took: one
+ * read may take many records (OpenSSL handles post-handshake messages and empty records inside
+ * it), and a turn bounded in reads alone was not bounded. A 64 KiB PUT is 4 records; a turn
+ * holds a few of them, as it does 16 reads. */
+#define SESSION_RECORDS_PER_TURN 64
+
 void session_pump(struct session *s)
 {
 	bool more = false; /* the last read got bytes: the socket may hold more */
+	unsigned records = 0;
 
 	assert(!s->in_worker);
+	/* What a handshake step read was that step's turn. */
+	(void)eb_conn_take_records(s->conn);
 	for (unsigned budget = 16; budget > 0; budget--) {
 		bool progress = false;
 		int r;
@@ -592,7 +609,10 @@ void session_pump(struct session *s)
 				goto close_notify;
 			}
 			if (k < 0 && k != -EAGAIN) {
-				log_gone(s, (int)k);
+				if (eb_conn_failure(s->conn) == EB_CONN_FAIL_POST)
+					log_records(s);
+				else
+					log_gone(s, (int)k);
 				goto close;
 			}
 			if (k > 0) {
@@ -607,6 +627,9 @@ void session_pump(struct session *s)
 			progress = true; /* flush at the top of the next round */
 		if (!progress)
 			break;
+		records += eb_conn_take_records(s->conn);
+		if (records >= SESSION_RECORDS_PER_TURN)
+			break; /* more, if set, brings the session back next iteration */
 	}
 	session_update_events(s);
 	/* The budget ran out before a read said EAGAIN: edge-triggered, the socket will not say

@@ -28,8 +28,48 @@ struct eb_conn {
 	bool read_blocked; /* the last read wanted more from the socket */
 	bool handshake_done;
 	enum eb_conn_failure failure;
+	/* What a server's peer sent (on_message()): records since eb_conn_take_records(), records
+	 * before the handshake was done, handshake messages after it. */
+	unsigned records, handshake_records, post_handshake;
 	char tls_error[160];
 };
+
+/* Stops OpenSSL from reading any further record of a peer that went past a limit: the record
+ * layer drops everything once it believes the peer has closed, and the read or handshake step
+ * under way returns at the next record instead of running on for as long as records come. The
+ * caller sees c->failure and ends the connection without a close_notify. */
+static void stop_reading(struct eb_conn *c, enum eb_conn_failure why)
+{
+	if (c->failure == EB_CONN_FAIL_NONE)
+		c->failure = why;
+	SSL_set_shutdown(c->ssl, SSL_get_shutdown(c->ssl) | SSL_RECEIVED_SHUTDOWN);
+}
+
+/* OpenSSL's message callback, server side: it sees every record header it reads and every
+ * handshake message, so a peer's records are counted as OpenSSL takes them, also those it
+ * handles inside one SSL_read_ex() without returning (KeyUpdate, empty records). */
+static void on_message(int write_p, int version, int content_type, const void *buf, size_t len,
+                       SSL *ssl, void *arg)
+{
+	struct eb_conn *c = arg;
+
+	(void)version, (void)buf, (void)len, (void)ssl;
+	if (write_p)
+		return;
+	if (content_type == SSL3_RT_HEADER) {
+		c->records++;
+		/* A ClientHello and a Finished need a few records: one-byte records cost the
+		 * server a record's work per byte. */
+		if (!c->handshake_done && ++c->handshake_records > EB_CONN_HANDSHAKE_RECORDS_MAX)
+			stop_reading(c, EB_CONN_FAIL_RECORDS);
+	} else if (content_type == SSL3_RT_HANDSHAKE && c->handshake_done) {
+		/* After the Finished a client may send KeyUpdate and nothing else of the handshake
+		 * (no certificates are asked, no tickets are the client's to send); each costs a
+		 * key derivation and OpenSSL takes them without returning. */
+		if (++c->post_handshake > EB_CONN_POST_HANDSHAKE_MAX)
+			stop_reading(c, EB_CONN_FAIL_POST);
+	}
+}
 
 static void save_tls_error(struct eb_conn *c)
 {
@@ -89,6 +129,8 @@ int eb_conn_new(int fd, SSL_CTX *ctx, bool server, bool nonblock, struct eb_conn
 			 * until eb_conn_set_bulk() says the peer streams. */
 			SSL_set_mode(c->ssl, SSL_MODE_RELEASE_BUFFERS);
 			SSL_set_accept_state(c->ssl);
+			SSL_set_msg_callback(c->ssl, on_message);
+			SSL_set_msg_callback_arg(c->ssl, c);
 		} else {
 			SSL_set_default_read_buffer_len(c->ssl, CONN_READ_AHEAD);
 			SSL_set_connect_state(c->ssl);
@@ -174,6 +216,10 @@ int eb_conn_handshake(struct eb_conn *c)
 		return 0;
 	}
 	err = ERR_peek_last_error();
+	if (c->failure != EB_CONN_FAIL_NONE) {
+		ERR_clear_error();
+		return -EPROTO; /* on_message() stopped it */
+	}
 	r = ssl_result(c, r);
 	if (r == -EAGAIN) {
 		/* As in eb_conn_read(): what OpenSSL holds now is a partial record (one byte of a
@@ -196,6 +242,8 @@ int eb_conn_handshake(struct eb_conn *c)
 	case EB_CONN_FAIL_NOT_TLS:
 	case EB_CONN_FAIL_TLS:
 	case EB_CONN_FAIL_EOF:
+	case EB_CONN_FAIL_RECORDS:
+	case EB_CONN_FAIL_POST:
 	case _EB_CONN_FAILURE_MAX:
 	case _EB_CONN_FAILURE_INVALID:
 		break;
@@ -220,6 +268,10 @@ ssize_t eb_conn_read(struct eb_conn *c, void *buf, size_t n)
 	if (SSL_read_ex(c->ssl, buf, n, &got) == 1) {
 		c->read_blocked = false;
 		return (ssize_t)got;
+	}
+	if (c->failure != EB_CONN_FAIL_NONE) {
+		ERR_clear_error();
+		return -EPROTO; /* on_message() stopped it */
 	}
 	k = ssl_result(c, 0);
 	/* Whatever OpenSSL holds now is a partial record: only the socket can complete it. */
@@ -253,6 +305,14 @@ bool eb_conn_pending(const struct eb_conn *c)
 	/* Decrypted bytes, or (read ahead) whole records not yet decrypted: both are invisible to
 	 * poll(). A partial record after a read that wanted more is the socket's business. */
 	return c->ssl && (SSL_pending(c->ssl) > 0 || (SSL_has_pending(c->ssl) && !c->read_blocked));
+}
+
+unsigned eb_conn_take_records(struct eb_conn *c)
+{
+	unsigned n = c->records;
+
+	c->records = 0;
+	return n;
 }
 
 void eb_conn_set_bulk(struct eb_conn *c)
@@ -331,6 +391,10 @@ const char *eb_conn_failure_to_string(enum eb_conn_failure f)
 		return "TLS handshake failed";
 	case EB_CONN_FAIL_EOF:
 		return "connection closed during the handshake";
+	case EB_CONN_FAIL_RECORDS:
+		return "too many TLS records before the handshake was done (tiny records?)";
+	case EB_CONN_FAIL_POST:
+		return "too many TLS post-handshake messages (KeyUpdate)";
 	case _EB_CONN_FAILURE_MAX:
 	case _EB_CONN_FAILURE_INVALID:
 		break;

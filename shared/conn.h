@@ -18,9 +18,19 @@ enum eb_conn_failure {
 	EB_CONN_FAIL_NOT_TLS,      /* the peer did not speak TLS (plaintext?) */
 	EB_CONN_FAIL_TLS,          /* any other TLS failure */
 	EB_CONN_FAIL_EOF,          /* the peer closed during the handshake */
+	EB_CONN_FAIL_RECORDS,      /* past EB_CONN_HANDSHAKE_RECORDS_MAX records in it */
+	EB_CONN_FAIL_POST,         /* past EB_CONN_POST_HANDSHAKE_MAX messages after it */
 	_EB_CONN_FAILURE_MAX,
 	_EB_CONN_FAILURE_INVALID = -22,
 };
+
+/* What a server takes from a TLS peer (docs/protocol.md 1.1): records before its handshake is
+ * done (a ClientHello, a ChangeCipherSpec, a Finished and a second ClientHello after a
+ * HelloRetryRequest need 5), and handshake messages after it (KeyUpdate) in a session. Past
+ * either the connection stops reading: eb_conn_handshake() or eb_conn_read() returns -EPROTO and
+ * eb_conn_failure() says which. */
+#define EB_CONN_HANDSHAKE_RECORDS_MAX 16
+#define EB_CONN_POST_HANDSHAKE_MAX    8
 
 /* Takes ownership of fd, on failure too: the fd is closed then, so a caller never closes it after
  * this call. With ctx NULL the stream is plain. server says which side of the TLS handshake this
@@ -33,10 +43,14 @@ struct eb_conn *eb_conn_free(struct eb_conn *c);
  * other. eb_conn_failure() then says why. */
 int eb_conn_handshake(struct eb_conn *c);
 
-/* Reads up to n bytes: the count, 0 at a clean end of stream, -EAGAIN, or a negative errno. */
+/* Reads up to n bytes: the count, 0 at a clean end of stream, -EAGAIN, or a negative errno;
+ * -EPROTO with eb_conn_failure() set when the peer went past a limit above. */
 ssize_t eb_conn_read(struct eb_conn *c, void *buf, size_t n);
 /* Writes up to n bytes: the count written, -EAGAIN, or a negative errno (-EPIPE, -ECONNRESET). */
 ssize_t eb_conn_write(struct eb_conn *c, const void *buf, size_t n);
+/* The TLS records a server connection read from its peer since the last call (0 for plain
+ * streams and clients): what the broker bounds a peer's turn by, since one read may take many. */
+unsigned eb_conn_take_records(struct eb_conn *c);
 /* Whether bytes already decrypted wait in the TLS layer, so that poll() would not report them. */
 bool eb_conn_pending(const struct eb_conn *c);
 /* The peer streams big frames (a source's PUTs): read a whole frame's TLS records per read(2)

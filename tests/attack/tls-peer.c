@@ -5,9 +5,13 @@
  * before the TCP FIN, or a bare EOF. It is OpenSSL alone, not libeb, so that no broker code
  * judges the broker; and without SSL_OP_IGNORE_UNEXPECTED_EOF, so that a bare EOF shows.
  *
- * Usage: attack-tls-peer HOST PORT USER KEYFILE put|garbage|hold [SOURCE-ADDRESS]
+ * Usage: attack-tls-peer HOST PORT USER KEYFILE put|garbage|hold|keyupdate=N [SOURCE-ADDRESS]
  *   put      a PUT, which a sink-only user may not send (ERROR FORBIDDEN)
  *   garbage  a frame header with an unknown type (ERROR PROTOCOL)
+ *   keyupdate=N  for attack-keyupdate.py: after WELCOME, N TLS 1.3 KeyUpdate messages, each in
+ *            a record of its own, written as fast as the socket takes them; prints
+ *            "bytes SENT of TOTAL", "seconds S", and "close: closed" when the broker ended the
+ *            session (before or after all were sent), "close: open" when it did not.
  *   hold     for test-reload.py: the handshake up to the client's Finished, which is held back
  *            (the broker has looked the key up and answered); prints "held" and waits for a
  *            line on stdin; then sends it and HELLO as a sink, and prints "welcome",
@@ -18,6 +22,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,6 +209,57 @@ static int hold(SSL *ssl, int fd)
 	return 0;
 }
 
+/* N KeyUpdate messages, each in a record of its own (the write key changes after each), made
+ * first into memory and then written to the socket as fast as it takes them: a record the
+ * broker must decrypt and a key it must derive, for 22 bytes on the wire. Stops when the broker
+ * closes the connection. */
+static int keyupdate_flood(SSL *ssl, int fd, unsigned long n)
+{
+	BIO *mem = BIO_new(BIO_s_mem()), *sock = SSL_get_wbio(ssl);
+	struct timeval t0, t1;
+	size_t sent = 0;
+	long total;
+	char *data;
+	bool closed = false;
+
+	if (!mem || !BIO_up_ref(sock))
+		return 1;
+	SSL_set0_wbio(ssl, mem);
+	for (unsigned long i = 0; i < n; i++)
+		if (SSL_key_update(ssl, SSL_KEY_UPDATE_NOT_REQUESTED) != 1 ||
+		    SSL_do_handshake(ssl) != 1)
+			return 1;
+	total = BIO_get_mem_data(mem, &data);
+	gettimeofday(&t0, NULL);
+	while (sent < (size_t)total) {
+		ssize_t k = send(fd, data + sent, (size_t)total - sent, MSG_NOSIGNAL);
+
+		if (k <= 0) {
+			closed = true;
+			break;
+		}
+		sent += (size_t)k;
+	}
+	gettimeofday(&t1, NULL);
+	SSL_set0_wbio(ssl, sock);
+	if (!closed) {
+		/* All sent: did the broker end the session meanwhile? A read says, within 10 s
+		 * (SO_RCVTIMEO): a closed session reads an end or a reset, an open one times out.
+		 */
+		unsigned char c;
+		size_t got;
+		int r = SSL_read_ex(ssl, &c, 1, &got);
+		int e = SSL_get_error(ssl, r);
+
+		closed = r != 1 && e != SSL_ERROR_WANT_READ &&
+		         !(e == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK));
+	}
+	printf("keyupdates %lu\nbytes %zu of %ld\nseconds %.2f\nclose: %s\n", n, sent, total,
+	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_usec - t0.tv_usec) / 1e6,
+	       closed ? "closed" : "open");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const unsigned char hello[] = {1, 0, 0, 0, 0, 0, 0, 10, /* header: HELLO, 10 bytes */
@@ -216,16 +273,28 @@ int main(int argc, char **argv)
 	SSL_CTX *ctx;
 	SSL *ssl;
 	size_t got;
+	unsigned long keyupdates = 0;
 	int fd, t, r, e;
 
+	if (argc >= 6 && strncmp(argv[5], "keyupdate=", strlen("keyupdate=")) == 0) {
+		char *end;
+
+		errno = 0;
+		keyupdates = strtoul(argv[5] + strlen("keyupdate="), &end, 10);
+		if (errno != 0 || *end != '\0' || keyupdates == 0)
+			keyupdates = 0;
+	}
 	if ((argc != 6 && argc != 7) || strlen(argv[3]) == 0 || strlen(argv[3]) >= sizeof(user) ||
 	    (strcmp(argv[5], "put") != 0 && strcmp(argv[5], "garbage") != 0 &&
-	     strcmp(argv[5], "hold") != 0)) {
+	     strcmp(argv[5], "hold") != 0 && keyupdates == 0)) {
 		fprintf(stderr,
-		        "Usage: %s HOST PORT USER KEYFILE put|garbage|hold [SOURCE-ADDRESS]\n",
+		        "Usage: %s HOST PORT USER KEYFILE put|garbage|hold|keyupdate=N "
+		        "[SOURCE-ADDRESS]\n",
 		        argv[0]);
 		return 2;
 	}
+	/* A broker that ends the session under a write must not kill the peer before it reports. */
+	signal(SIGPIPE, SIG_IGN);
 	memcpy(user, argv[3], strlen(argv[3]) + 1);
 	if (read_key(argv[4]) < 0) {
 		fprintf(stderr, "%s: cannot read a key from %s\n", argv[0], argv[4]);
@@ -272,6 +341,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("welcome\n");
+	fflush(stdout);
+	if (keyupdates > 0) {
+		r = keyupdate_flood(ssl, fd, keyupdates);
+		SSL_free(ssl);
+		close(fd);
+		SSL_CTX_free(ctx);
+		return r;
+	}
 	if (strcmp(argv[5], "put") == 0)
 		r = write_all(ssl, put, sizeof(put));
 	else
