@@ -63,7 +63,7 @@ static enum eb_source_health source_health(const struct session *s, uint64_t now
 {
 	struct eb_source_seen seen = {
 	    .source = s->roles & EB_ROLE_SOURCE,
-	    .asleep = s->asleep,
+	    .asleep = session_is_asleep(s, now),
 	    .idle_ms = ms_since(s->last_usec, now),
 	    .bytes_in = s->bytes_in,
 	    .put_claimed = s->put_claimed,
@@ -117,7 +117,7 @@ static void session_row(struct broker *b, struct session *s, uint64_t now,
 	    .bits_out = s->bits_out,
 	    .bytes_drbg = s->bytes_drbg,
 	};
-	if ((s->roles & EB_ROLE_SOURCE) && s->asleep)
+	if (session_is_asleep(s, now))
 		ret->flags |= EB_REPORT_ASLEEP;
 	if (s->get_pending) {
 		ret->flags |= EB_REPORT_WAITING;

@@ -19,6 +19,18 @@
 #include "session.h"
 #include "upstream.h"
 
+static void send_sleep(struct session *s)
+{
+	session_send_retry(s, EB_MSG_SLEEP, SCHEDULER_SLEEP_MS);
+	s->asleep = true;
+	s->asleep_until_usec = broker_now(s->broker) + SCHEDULER_SLEEP_MS * 1000ULL;
+}
+
+bool session_is_asleep(const struct session *s, uint64_t now)
+{
+	return (s->roles & EB_ROLE_SOURCE) && s->asleep && now < s->asleep_until_usec;
+}
+
 static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 {
 	const struct eb_user *u = session_user(s);
@@ -71,10 +83,8 @@ static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 		         s->peer, u->name, eb_roles_to_string(s->roles, want, sizeof(want)),
 		         s->kind[0] ? s->kind : "-");
 
-	if ((s->roles & EB_ROLE_SOURCE) && s->broker->sources_asleep) {
-		session_send_retry(s, EB_MSG_SLEEP, SCHEDULER_SLEEP_MS);
-		s->asleep = true;
-	}
+	if ((s->roles & EB_ROLE_SOURCE) && s->broker->sources_asleep)
+		send_sleep(s);
 }
 
 /* The broker's own continuous test on what sources send: a PUT that is one repeated byte, or
@@ -122,6 +132,12 @@ static void handle_put(struct session *s, const struct eb_msg_put *p)
 	m.put_ack.credited_bits = (uint32_t)credited;
 	m.put_ack.accepted_bytes = p->len;
 	(void)session_send(s, &m);
+	/* A source that rested the SLEEP's retry_ms and finds the pool still at high water is
+	 * told SLEEP again, as is one the broker could not tell before; one still inside its
+	 * rest (a PUT already on its way) is not, so that PUTs cannot make SLEEPs pile up. */
+	if (s->broker->sources_asleep && !session_is_asleep(s, broker_now(s->broker)) &&
+	    session_has_room(s, EB_FRAME_HEADER_SIZE + 8))
+		send_sleep(s);
 }
 
 static void handle_get(struct session *s, const struct eb_msg_get *g)
@@ -215,6 +231,7 @@ void session_set_asleep(struct session *s, bool asleep)
 		return;
 	(void)session_send(s, &m);
 	s->asleep = asleep;
+	s->asleep_until_usec = asleep ? broker_now(s->broker) + SCHEDULER_SLEEP_MS * 1000ULL : 0;
 	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
 }
 
@@ -226,6 +243,15 @@ void session_handle_frame(struct session *s, const struct eb_frame *f)
 	int r;
 
 	r = eb_msg_decode(f, &m);
+	/* An ERROR is never answered (docs/protocol.md 3.9), whole or malformed, before HELLO or
+	 * after: the peer is leaving, and answering it would have two sides trading ERRORs. */
+	if (f->type == EB_MSG_ERROR) {
+		log_peer(s->broker, PEER_LOG_SESSION, LOG_INFO,
+		         "%s (user %s) reported an error and leaves: %s", s->peer,
+		         session_user_name(s), r < 0 ? "(malformed ERROR)" : m.error.text);
+		session_set_state(s, SESSION_CLOSING);
+		return;
+	}
 	if (r < 0) {
 		log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
 		         "Closing %s (user %s): malformed %s frame", s->peer, session_user_name(s),
@@ -277,12 +303,7 @@ void session_handle_frame(struct session *s, const struct eb_frame *f)
 			return session_refuse(s, EB_ERR_FORBIDDEN, "this user may not read status");
 		}
 		return handle_report(s, &m.report_req);
-	case EB_MSG_ERROR:
-		log_peer(s->broker, PEER_LOG_SESSION, LOG_INFO,
-		         "%s (user %s) reported an error and leaves: %s", s->peer, u->name,
-		         m.error.text);
-		session_set_state(s, SESSION_CLOSING);
-		return;
+	case EB_MSG_ERROR: /* answered above */
 	case EB_MSG_HELLO:
 	case EB_MSG_WELCOME:
 	case EB_MSG_PUT_ACK:

@@ -83,7 +83,8 @@ struct session {
 	bool get_pending;
 	struct sched_request get;
 
-	bool asleep; /* SLEEP sent, WAKE not yet */
+	bool asleep;                /* SLEEP sent, WAKE not yet */
+	uint64_t asleep_until_usec; /* when that SLEEP's retry_ms runs out */
 	uint8_t last_put[32];
 	bool have_last_put;
 	bool stuck_logged;
@@ -117,6 +118,8 @@ void session_answer(struct session *s, const struct sched_decision *d, const uin
 void session_fail(struct session *s);
 /* Flow control: SLEEP (asleep) or WAKE, to a ready source that was not told so yet. */
 void session_set_asleep(struct session *s, bool asleep);
+/* Whether a source rests at now: told SLEEP, and neither woken nor past the SLEEP's retry_ms. */
+bool session_is_asleep(const struct session *s, uint64_t now);
 /* The broker stops: an ERROR to a ready peer, written at once, and close_notify. */
 void session_goodbye(struct session *s);
 

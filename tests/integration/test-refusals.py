@@ -133,6 +133,18 @@ def test():
         check(t == MSG["ERROR"], "a truncated HELLO is answered ERROR")
         refused_once(b, before, "malformed HELLO", "truncated HELLO")
         still_serving(b, "malformed frames")
+
+        # An ERROR is never answered (protocol.md 3.9), even as the first frame, even malformed:
+        # the broker closes without a word.
+        for what, payload in [("an ERROR", struct.pack(">HH", 1, 3) + b"bye"),
+                              ("a malformed ERROR", b"\x00")]:
+            before = b.read_log()
+            r = Raw(b.sock, uid=1000)
+            r.send(MSG["ERROR"], payload)
+            t, _ = r.recv()
+            check(t is None, f"{what} as the first frame is not answered (got type {t})")
+            check(b.wait_log("reported an error and leaves"), f"{what} is logged as a leave")
+        still_serving(b, "an ERROR first")
         check(b.alive(), "the broker is still running")
     finally:
         b.cleanup()
