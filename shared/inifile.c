@@ -2,11 +2,15 @@
 #include "inifile.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <ini.h>
 
@@ -209,20 +213,50 @@ static int handler(void *user, const char *section, const char *name, const char
 	return 1;
 }
 
+/* Opens path for reading if it is a regular file (or /dev/null), -EBADFD if it is anything else.
+ * The open does not block (O_NONBLOCK), so that a FIFO or a device in a configuration directory is
+ * refused instead of stopping the broker on open, at start as on reload; a regular file then reads
+ * as usual. */
+static int open_regular(const char *path, FILE **ret)
+{
+	_cleanup_close_ int fd = -EBADF;
+	struct stat st;
+	int flags;
+	FILE *f;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return negative_errno();
+	if (fstat(fd, &st) < 0)
+		return negative_errno();
+	/* /dev/null reads as an empty file: a drop-in linked to it is masked. */
+	if (!S_ISREG(st.st_mode) &&
+	    !(S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 && minor(st.st_rdev) == 3))
+		return -EBADFD;
+	flags = fcntl(fd, F_GETFL);
+	if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
+		return negative_errno();
+	f = fdopen(fd, "re");
+	if (!f)
+		return negative_errno();
+	TAKE_FD(fd);
+	*ret = f;
+	return 0;
+}
+
 /* Reads files[ini->file] into the callbacks. */
 static void parse_file(struct eb_ini *ini)
 {
 	_cleanup_fclose_ FILE *f = NULL;
-	int e;
+	int e, r;
 
 	ini->line = 0;
 	ini->in_section = false;
 	ini->skip_section = false;
 	if (ini->ops->begin_file)
 		ini->ops->begin_file(ini, ini->userdata);
-	f = fopen(ini->files[ini->file], "re");
-	if (!f) {
-		int r = negative_errno();
+	r = open_regular(ini->files[ini->file], &f);
+	if (r < 0) {
 		char *all;
 
 		if (ini->r >= 0)
@@ -230,7 +264,9 @@ static void parse_file(struct eb_ini *ini)
 		if (ini->n_errors >= EB_INI_ERRORS_MAX)
 			return;
 		if (asprintf(&all, "%s%s: %s\n", ini->errors ? ini->errors : "",
-		             ini->files[ini->file], strerror(-r)) < 0) {
+		             ini->files[ini->file],
+		             r == -EBADFD ? "not a regular file; remove it or move it away"
+		                          : strerror(-r)) < 0) {
 			eb_ini_fail(ini, -ENOMEM);
 			return;
 		}
