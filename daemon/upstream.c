@@ -20,12 +20,15 @@
 #include "macro.h"
 #include "pool.h"
 #include "upstream-internal.h"
+#include "uri.h"
 
 /* The client's own timeout per step: how long a stop may wait for the thread, at worst about
  * this plus the 1 s a GET's answer is allowed on top. */
 #define UPSTREAM_TIMEOUT_MS 3000
 /* Records taken per wake-up, so that a fast upstream cannot starve the rest of the loop. */
 #define NOTES_PER_WAKEUP 16
+/* The drop-in that gives eb-brokerd.service the network for [upstream] over TCP. */
+#define UPSTREAM_DROPIN EB_EXAMPLES_DIR "/eb-brokerd-upstream.conf"
 
 struct upstream {
 	struct broker *b;
@@ -36,6 +39,8 @@ struct upstream {
 	sd_event_source *io;
 	bool drawing;  /* a DRAW is out and not yet DONE */
 	bool too_deep; /* logged that the chain is over EB_CHAIN_MAX */
+	bool tcp;      /* a broker= is tcp:// */
+	bool netless;  /* logged that this network namespace has only lo */
 	uint64_t chain[EB_CHAIN_MAX];
 	int n_chain; /* what the thread was told last */
 	uint64_t bits_in, bytes_in;
@@ -137,6 +142,55 @@ static void take_data(struct upstream *u, const struct up_note *h, const uint8_t
 	          h->len, h->bits, credited);
 }
 
+/* Whether this process's network namespace has no interface but lo, as under
+ * PrivateNetwork=yes: then no tcp:// upstream outside it can be reached. /proc/self/net/dev lists
+ * the namespace's interfaces (ProcSubset=pid keeps /proc/self; RestrictAddressFamilies= rules
+ * out netlink). False when it cannot tell. */
+static bool only_loopback(void)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/net/dev", "re");
+	char line[512];
+	unsigned n = 0;
+
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		char *colon = strchr(line, ':'), *name = line;
+
+		if (!colon)
+			continue; /* the two header lines */
+		*colon = '\0';
+		name += strspn(name, " \t");
+		if (strcmp(name, "lo") != 0)
+			return false;
+		n++;
+	}
+	return n > 0;
+}
+
+static void take_failure(struct upstream *u, const char *why)
+{
+	/* The thread retries with back-off; a new reason is worth a line, a repeat not. */
+	if (strcmp(u->last_failure, why) != 0)
+		log_warning("Upstream: %s; retrying with back-off", why);
+	else
+		log_debug("Upstream: %s, again", why);
+	snprintf(u->last_failure, sizeof(u->last_failure), "%s", why);
+
+	/* Why it cannot work, and what to do, once: the shipped eb-brokerd.service has
+	 * PrivateNetwork=yes, and [upstream] over TCP needs the drop-in that turns it off. */
+	if (u->tcp && !u->netless && only_loopback()) {
+		log_warning(
+		    "Upstream: this broker's network namespace has no interface but lo "
+		    "(eb-brokerd.service's PrivateNetwork=yes does that), so no tcp:// upstream "
+		    "can be reached: give the service the network with \"systemctl edit "
+		    "eb-brokerd.service\" as in %s, then restart it (eb-brokerd.conf(5), "
+		    "[upstream])",
+		    UPSTREAM_DROPIN);
+		u->netless = true;
+	}
+}
+
 static void take_note(struct upstream *u, const struct up_note *h, const uint8_t *data)
 {
 	const struct eb_conf_upstream *c = &u->b->conf->upstream;
@@ -157,12 +211,7 @@ static void take_note(struct upstream *u, const struct up_note *h, const uint8_t
 		u->last_failure[0] = '\0';
 		break;
 	case UP_NOTE_FAILED:
-		/* The thread retries with back-off; a new reason is worth a line, a repeat not. */
-		if (strcmp(u->last_failure, h->text) != 0)
-			log_warning("Upstream: %s; retrying with back-off", h->text);
-		else
-			log_debug("Upstream: %s, again", h->text);
-		snprintf(u->last_failure, sizeof(u->last_failure), "%s", h->text);
+		take_failure(u, h->text);
 		break;
 	}
 }
@@ -222,6 +271,12 @@ int upstream_new(struct broker *b, struct upstream **ret)
 		return log_oom();
 	u->b = b;
 	u->fd = u->t.fd = -EBADF;
+	for (unsigned i = 0; i < c->n_brokers; i++) {
+		struct eb_uri uri;
+
+		if (eb_uri_parse(c->brokers[i], &uri) >= 0 && uri.kind == EB_URI_TCP)
+			u->tcp = true;
+	}
 	u->n_chain = -1;
 	u->buf = malloc(UP_NOTE_MAX);
 	if (!u->buf) {

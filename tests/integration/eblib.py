@@ -120,6 +120,8 @@ class Broker:
         with open(self.conf, "w") as f:
             f.write("\n".join(conf) + "\n")
         self.proc = None
+        # A command the broker runs under, such as ["unshare", "-n"] (PrivateNetwork=yes).
+        self.wrap = []
 
     def start(self):
         env = dict(os.environ, EB_LOG_TARGET=getattr(self, "log_target", "console"))
@@ -138,9 +140,9 @@ class Broker:
             # What systemd would give the service (NOTIFY_SOCKET, WATCHDOG_USEC): set .env.
             for var, value in getattr(self, "env", {}).items():
                 cmd += ["-E", f"{var}={value}"]
-            cmd += [prog("eb-brokerd"), "-c", self.conf]
+            cmd += [*self.wrap, prog("eb-brokerd"), "-c", self.conf]
         else:
-            cmd = [prog("eb-brokerd"), "-c", self.conf, "-l", f"tcp://127.0.0.1:{self.port}",
+            cmd = [*self.wrap, prog("eb-brokerd"), "-c", self.conf, "-l", f"tcp://127.0.0.1:{self.port}",
                    "-l", f"unix:{self.sock}"]
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=self.logf, env=env)
         deadline = time.time() + 10
