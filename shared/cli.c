@@ -14,6 +14,7 @@
 #include "log.h"
 #include "source.h"
 #include "time-util.h"
+#include "uri.h"
 
 /* While no broker answers, a line this often: enough to show in any journal excerpt that the
  * outage goes on, few enough not to bury anything else. */
@@ -205,6 +206,26 @@ static void log_refused(int c, char *argv[], const char *program)
 		log_error("Unknown option %s; see %s --help.", opt, program);
 }
 
+/* --user or --key-file given while every broker is plain unix:, where the broker knows its peer
+ * by uid and gid and no key is used: said, as a usage error, rather than ignored. Brokers given
+ * by $EB_BROKER count, as the client would use them. */
+static bool identity_unused(const struct eb_client_options *o)
+{
+	struct eb_uri u;
+
+	if (o->n_brokers == 0)
+		return false;
+	for (unsigned i = 0; i < o->n_brokers; i++)
+		if (eb_uri_parse(o->brokers[i], &u) < 0 || u.kind != EB_URI_UNIX)
+			return false;
+	log_error("--user and --key-file are for TLS brokers, and %s is a plain unix: socket, "
+	          "where the broker knows a peer by its uid and gid (eb-brokerd.conf(5), "
+	          "unix-uid=, unix-gid=); drop them, or give a tcp://, vsock:// or unix+tls: "
+	          "broker",
+	          o->n_brokers == 1 ? o->brokers[0] : "every --broker");
+	return true;
+}
+
 /* The loop of eb_cli_parse() and eb_cli_source_parse(): o NULL for a program that is no
  * client, p NULL for one that is no source. */
 static int parse(int argc, char *argv[], const struct eb_cli_program *prog,
@@ -213,6 +234,7 @@ static int parse(int argc, char *argv[], const struct eb_cli_program *prog,
 	const char *s = prog->shortopts ? prog->shortopts : o ? EB_CLI_CLIENT_SHORTOPTS : "h";
 	char shortopts[64];
 	int mode = s[0] == '+' || s[0] == '-';
+	const char *user = o ? o->user : NULL, *key_file = o ? o->key_file : NULL;
 	int c, r, n;
 
 	/* A ':' first (after a '+' or '-' that says where options end) makes a missing argument
@@ -258,6 +280,8 @@ static int parse(int argc, char *argv[], const struct eb_cli_program *prog,
 		log_error("Too many brokers in $EB_BROKER: at most %d", EB_CLIENT_BROKERS_MAX);
 		return 2;
 	}
+	if (o && (o->user != user || o->key_file != key_file) && identity_unused(o))
+		return 2;
 	return EB_CLI_CONTINUE;
 }
 

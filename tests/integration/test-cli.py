@@ -189,6 +189,11 @@ def test():
                 usage_error(cli, p, rest[name], ["--broker"], f"{name} without --broker")
             usage_error(cli, p, ["-b", "tcp://127.0.0.1:1", "-k", good_key, *rest[name]],
                         ["--user", "tcp://127.0.0.1:1"], f"{name} with a TLS broker and no --user")
+            # Over plain unix: the broker knows a peer by its uid: -u and -k would be ignored.
+            for extra in (["-u", "alice"], ["-k", good_key]):
+                usage_error(cli, p, ["-b", "unix:/nonexistent", *extra, *rest[name]],
+                            ["unix:/nonexistent", "--user and --key-file are for TLS brokers"],
+                            f"{name} {extra[0]} with a unix: broker")
 
         # Invalid broker addresses, quoted in the error.
         for uri in BAD_URIS:
