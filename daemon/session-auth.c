@@ -3,8 +3,11 @@
  * the user it maps to, the session limits it meets at accept, and what a reload leaves it. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <grp.h>
 #include <linux/vm_sockets.h>
 #include <netinet/in.h>
+#include <pwd.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -23,6 +26,49 @@ static int session_peer_cred(int fd, struct ucred *ret)
 	socklen_t l = sizeof(*ret);
 
 	return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, ret, &l) < 0 ? negative_errno() : 0;
+}
+
+/* A unix peer's supplementary groups, as recorded at connect(): how many fit in groups[] (a
+ * peer in more is matched by those that fit), 0 when they cannot be read. */
+#define PEER_GROUPS_MAX 256
+static size_t session_peer_groups(int fd, gid_t groups[static PEER_GROUPS_MAX])
+{
+	socklen_t l = PEER_GROUPS_MAX * sizeof(gid_t);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &l) < 0)
+		return 0;
+	return l / sizeof(gid_t);
+}
+
+/* The user a unix peer maps to in conf, by its uid, gid and groups; its credentials in *ret. */
+static const struct eb_user *unix_peer_user(int fd, const struct eb_conf *conf, struct ucred *ret)
+{
+	gid_t groups[PEER_GROUPS_MAX];
+	size_t n;
+
+	if (session_peer_cred(fd, ret) < 0)
+		return NULL;
+	n = session_peer_groups(fd, groups);
+	return eb_conf_find_unix_peer(conf, ret->uid, ret->gid, groups, n);
+}
+
+/* "1000 (alice)", or "1000" for an id without a name; into buf. */
+static const char *account_text(bool user, uint32_t id, char *buf, size_t size)
+{
+	char tmp[1024];
+	struct passwd pw, *pwp = NULL;
+	struct group gr, *grp = NULL;
+	const char *name = NULL;
+
+	if (user && getpwuid_r(id, &pw, tmp, sizeof(tmp), &pwp) == 0 && pwp)
+		name = pwp->pw_name;
+	else if (!user && getgrgid_r(id, &gr, tmp, sizeof(tmp), &grp) == 0 && grp)
+		name = grp->gr_name;
+	if (name)
+		snprintf(buf, size, "%u (%.32s)", (unsigned)id, name);
+	else
+		snprintf(buf, size, "%u", (unsigned)id);
+	return buf;
 }
 
 void session_describe_peer(struct session *s, int fd, const char *listener)
@@ -159,11 +205,26 @@ int session_identify_unix(struct session *s)
 		         "Refusing %s: cannot read its credentials: %s", s->peer, strerror(-r));
 		return r;
 	}
-	u = eb_conf_find_unix_peer(s->broker->conf, uc.uid, uc.gid);
+	u = unix_peer_user(eb_conn_fd(s->conn), s->broker->conf, &uc);
 	if (!u) {
-		log_peer(s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
-		         "Refusing %s: no [user] section maps uid %u or gid %u", s->peer,
-		         (unsigned)uc.uid, (unsigned)uc.gid);
+		char uid[64], gid[64], text[512]; /* session_refuse() cuts it to EB_TEXT_MAX */
+
+		/* Both the log and the peer are told who it is and what would let it in: the one
+		 * who runs the client is often the one who can add the section. */
+		account_text(true, uc.uid, uid, sizeof(uid));
+		account_text(false, uc.gid, gid, sizeof(gid));
+		log_peer(
+		    s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
+		    "Refusing %s: no [user] section maps uid %s, gid %s or its groups; to let "
+		    "it in, add a [user NAME] section with unix-uid = %u (or unix-gid = GROUP) "
+		    "and a role to eb-brokerd.conf, and reload",
+		    s->peer, uid, gid, (unsigned)uc.uid);
+		snprintf(text, sizeof(text),
+		         "no [user] section maps uid %s, gid %s or its groups: add a [user NAME] "
+		         "section with unix-uid = %u (or unix-gid = GROUP) and a role to the "
+		         "broker's eb-brokerd.conf",
+		         uid, gid, (unsigned)uc.uid);
+		session_refuse(s, EB_ERR_AUTH, text);
 		return -EACCES;
 	}
 	return bind_user(s, u);
@@ -193,6 +254,8 @@ static int identify_tls(struct session *s)
 
 void session_refuse_identity(struct session *s, int r)
 {
+	if (s->state == SESSION_CLOSING)
+		return; /* refused already, with its own words */
 	if (r == -EBUSY)
 		session_refuse(s, EB_ERR_BUSY, "too many sessions for this user");
 	else
@@ -240,8 +303,7 @@ static bool unix_peer_maps_to(struct session *s, const struct eb_conf *conf,
 {
 	struct ucred uc;
 
-	return session_peer_cred(eb_conn_fd(s->conn), &uc) == 0 &&
-	       eb_conf_find_unix_peer(conf, uc.uid, uc.gid) == u;
+	return unix_peer_user(eb_conn_fd(s->conn), conf, &uc) == u;
 }
 
 void session_rebind(struct session *s, const struct eb_conf *old, const struct eb_conf *new)

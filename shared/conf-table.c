@@ -72,10 +72,10 @@ static const struct conf_item items[] = {
      "a comma-separated list of source, sink, admin"},
     {CONF_SECTION_USER, "key-file", parse_key_file, offsetof(struct eb_user, key_file), false,
      "an absolute path"},
-    {CONF_SECTION_USER, "unix-uid", parse_uid, offsetof(struct eb_user, unix_uid), false,
-     "a uid or a user name"},
-    {CONF_SECTION_USER, "unix-gid", parse_gid, offsetof(struct eb_user, unix_gid), false,
-     "a gid or a group name"},
+    {CONF_SECTION_USER, "unix-uid", parse_uid, offsetof(struct eb_user, unix_uids), false,
+     "uids or user names, separated by commas"},
+    {CONF_SECTION_USER, "unix-gid", parse_gid, offsetof(struct eb_user, unix_gids), false,
+     "gids or group names, separated by commas"},
     {CONF_SECTION_USER, "max-credit-per-byte", parse_credit,
      offsetof(struct eb_user, max_credit_per_byte), false, "a number of bits 0..8"},
     {CONF_SECTION_USER, "quota-bits-per-hour", parse_quota,
@@ -369,30 +369,66 @@ static int parse_account(struct conf_ctx *c, enum eb_account_kind kind, const ch
 	return r < 0 ? -ESRCH : 0;
 }
 
-static int parse_uid(struct conf_ctx *c, const char *value, void *field)
+/* A comma-separated list of accounts ("root, adm"), each an id or a name, at most
+ * EB_CONF_UNIX_IDS_MAX, none twice. */
+static int parse_accounts(struct conf_ctx *c, enum eb_account_kind kind, const char *value,
+                          uint32_t *ids, unsigned *ret_n)
 {
-	uint32_t id;
+	uint32_t got[EB_CONF_UNIX_IDS_MAX];
+	const char *p = value;
+	unsigned n = 0;
 	int r;
 
-	r = parse_account(c, EB_ACCOUNT_USER, value, &id);
-	if (r < 0)
-		return r;
-	*(uid_t *)field = id;
-	c->conf->users[c->user].has_uid = true;
+	for (;;) {
+		char one[256];
+		size_t len;
+
+		p += strspn(p, " \t");
+		len = strcspn(p, ", \t");
+		if (len == 0 || len >= sizeof(one))
+			return -EINVAL;
+		if (n >= EB_CONF_UNIX_IDS_MAX) {
+			c->reason = kind == EB_ACCOUNT_USER ? "too many users (at most 16)"
+			                                    : "too many groups (at most 16)";
+			return -E2BIG;
+		}
+		memcpy(one, p, len);
+		one[len] = '\0';
+		r = parse_account(c, kind, one, &got[n]);
+		if (r < 0)
+			return r;
+		for (unsigned i = 0; i < n; i++)
+			if (got[i] == got[n]) {
+				c->reason = "an account is listed twice";
+				return -EEXIST;
+			}
+		n++;
+		p += len;
+		p += strspn(p, " \t");
+		if (*p == '\0')
+			break;
+		if (*p != ',')
+			return -EINVAL;
+		p++;
+	}
+	memcpy(ids, got, n * sizeof(*ids));
+	*ret_n = n;
 	return 0;
+}
+
+_Static_assert(sizeof(uid_t) == sizeof(uint32_t) && sizeof(gid_t) == sizeof(uint32_t),
+               "uids and gids are 32 bits");
+
+static int parse_uid(struct conf_ctx *c, const char *value, void *field)
+{
+	return parse_accounts(c, EB_ACCOUNT_USER, value, field,
+	                      &c->conf->users[c->user].n_unix_uids);
 }
 
 static int parse_gid(struct conf_ctx *c, const char *value, void *field)
 {
-	uint32_t id;
-	int r;
-
-	r = parse_account(c, EB_ACCOUNT_GROUP, value, &id);
-	if (r < 0)
-		return r;
-	*(gid_t *)field = id;
-	c->conf->users[c->user].has_gid = true;
-	return 0;
+	return parse_accounts(c, EB_ACCOUNT_GROUP, value, field,
+	                      &c->conf->users[c->user].n_unix_gids);
 }
 
 static int parse_roles(struct conf_ctx *c, const char *value, void *field)

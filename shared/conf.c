@@ -244,10 +244,34 @@ static bool place_before(struct eb_ini_place a, struct eb_ini_place b)
 	return a.file < b.file || (a.file == b.file && a.line < b.line);
 }
 
+static bool has_id(const uint32_t *ids, unsigned n, uint32_t id)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
+/* The first uid of a's that b maps too, or -1. */
+static int64_t shared_uid(const struct eb_user *a, const struct eb_user *b)
+{
+	for (unsigned i = 0; i < a->n_unix_uids; i++)
+		if (has_id(b->unix_uids, b->n_unix_uids, a->unix_uids[i]))
+			return a->unix_uids[i];
+	return -1;
+}
+
+static int64_t shared_gid(const struct eb_user *a, const struct eb_user *b)
+{
+	for (unsigned i = 0; i < a->n_unix_gids; i++)
+		if (has_id(b->unix_gids, b->n_unix_gids, a->unix_gids[i]))
+			return a->unix_gids[i];
+	return -1;
+}
+
 static bool maps_same_peer(const struct eb_user *a, const struct eb_user *b)
 {
-	return (a->has_uid && b->has_uid && a->unix_uid == b->unix_uid) ||
-	       (a->has_gid && b->has_gid && a->unix_gid == b->unix_gid);
+	return shared_uid(a, b) >= 0 || shared_gid(a, b) >= 0;
 }
 
 /* A later file is authoritative over an earlier one: a user there that maps a uid or gid an
@@ -306,7 +330,7 @@ static void validate(struct conf_ctx *c)
 			    u->name);
 			continue;
 		}
-		if (!u->key_file && !u->has_uid && !u->has_gid) {
+		if (!u->key_file && u->n_unix_uids == 0 && u->n_unix_gids == 0) {
 			eb_ini_error_at(
 			    &c->ini, c->user_places[i],
 			    "[user %s] has neither key-file nor unix-uid or unix-gid, so it could never connect",
@@ -318,20 +342,20 @@ static void validate(struct conf_ctx *c)
 		 */
 		for (unsigned j = 0; j < i; j++) {
 			const struct eb_user *o = &conf->users[j];
-			if (u->has_uid && o->has_uid && u->unix_uid == o->unix_uid) {
+			int64_t id;
+
+			if ((id = shared_uid(u, o)) >= 0) {
 				eb_ini_error_at(
 				    &c->ini, c->user_places[i],
 				    "[user %s] has unix-uid %u, which [user %s] on line %u has already",
-				    u->name, (unsigned)u->unix_uid, o->name,
-				    c->user_places[j].line);
+				    u->name, (unsigned)id, o->name, c->user_places[j].line);
 				break;
 			}
-			if (u->has_gid && o->has_gid && u->unix_gid == o->unix_gid) {
+			if ((id = shared_gid(u, o)) >= 0) {
 				eb_ini_error_at(
 				    &c->ini, c->user_places[i],
 				    "[user %s] has unix-gid %u, which [user %s] on line %u has already",
-				    u->name, (unsigned)u->unix_gid, o->name,
-				    c->user_places[j].line);
+				    u->name, (unsigned)id, o->name, c->user_places[j].line);
 				break;
 			}
 		}
@@ -508,16 +532,31 @@ const struct eb_user *eb_conf_find_user(const struct eb_conf *conf, const char *
 	return NULL;
 }
 
-/* The uid decides before the gid: a uid names one account, a gid a whole group of them. */
-const struct eb_user *eb_conf_find_unix_peer(const struct eb_conf *conf, uid_t uid, gid_t gid)
+/* The uid decides before the gid: a uid names one account, a gid a whole group of them; and the
+ * primary gid before the supplementary groups, which a process gathers from several places. */
+const struct eb_user *eb_conf_find_unix_peer(const struct eb_conf *conf, uid_t uid, gid_t gid,
+                                             const gid_t *groups, size_t n_groups)
 {
+	const struct eb_user *found = NULL;
+
 	if (!conf)
 		return NULL;
 	for (unsigned i = 0; i < conf->n_users; i++)
-		if (conf->users[i].has_uid && conf->users[i].unix_uid == uid)
+		if (has_id(conf->users[i].unix_uids, conf->users[i].n_unix_uids, uid))
 			return &conf->users[i];
 	for (unsigned i = 0; i < conf->n_users; i++)
-		if (conf->users[i].has_gid && conf->users[i].unix_gid == gid)
+		if (has_id(conf->users[i].unix_gids, conf->users[i].n_unix_gids, gid))
 			return &conf->users[i];
-	return NULL;
+	for (unsigned i = 0; i < conf->n_users; i++) {
+		const struct eb_user *u = &conf->users[i];
+
+		for (size_t k = 0; groups && k < n_groups; k++)
+			if (has_id(u->unix_gids, u->n_unix_gids, groups[k])) {
+				if (found)
+					return NULL; /* two users: neither */
+				found = u;
+				break;
+			}
+	}
+	return found;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -12,6 +13,8 @@
 #define EB_CONF_USERS_MAX    4096
 #define EB_CONF_LISTEN_MAX   16
 #define EB_CONF_UPSTREAM_MAX 16
+/* unix-uid= and unix-gid= each name at most this many accounts. */
+#define EB_CONF_UNIX_IDS_MAX 16
 
 struct eb_user {
 	char *name;
@@ -20,9 +23,10 @@ struct eb_user {
 	char *key_file_origin;    /* "path:line" of key-file=, for the errors of loading it */
 	uint8_t key[EB_KEY_SIZE]; /* loaded from key_file by eb_conf_load_keys() */
 	bool has_key;
-	bool has_uid, has_gid;
-	uid_t unix_uid;               /* this uid over unix: is this user */
-	gid_t unix_gid;               /* members of this primary gid over unix: are this user */
+	uid_t unix_uids[EB_CONF_UNIX_IDS_MAX]; /* these uids over unix: are this user */
+	unsigned n_unix_uids;
+	gid_t unix_gids[EB_CONF_UNIX_IDS_MAX]; /* and members of these groups (primary, or */
+	unsigned n_unix_gids;                  /* supplementary: eb_conf_find_unix_peer()) */
 	unsigned max_credit_per_byte; /* 0..8; a source's claims are capped at this (default 8) */
 	uint64_t quota_bits_per_hour; /* 0: no quota; full-entropy bits a sink may draw per hour */
 	unsigned max_sessions;        /* default 256: authenticated sessions at once */
@@ -93,4 +97,9 @@ int eb_conf_new_default(struct eb_conf **ret);
 struct eb_conf *eb_conf_free(struct eb_conf *conf); /* wipes keys; accepts NULL */
 
 const struct eb_user *eb_conf_find_user(const struct eb_conf *conf, const char *name);
-const struct eb_user *eb_conf_find_unix_peer(const struct eb_conf *conf, uid_t uid, gid_t gid);
+/* The user a unix peer is: the one that maps its uid; else the one that maps its primary gid;
+ * else the one that maps one of its supplementary groups (groups, n_groups; may be NULL, 0), as
+ * long as they all map to that one: a peer whose groups map to several users is none of them,
+ * since its rights must not depend on the order of sections. NULL when none maps it. */
+const struct eb_user *eb_conf_find_unix_peer(const struct eb_conf *conf, uid_t uid, gid_t gid,
+                                             const gid_t *groups, size_t n_groups);

@@ -209,8 +209,8 @@ static void test_full(void **state)
 	assert_int_equal(u->roles, EB_ROLE_SOURCE);
 	assert_string_equal(u->key_file, "/k/alice.key");
 	assert_false(u->has_key);
-	assert_false(u->has_uid);
-	assert_false(u->has_gid);
+	assert_int_equal(u->n_unix_uids, 0);
+	assert_int_equal(u->n_unix_gids, 0);
 	assert_int_equal(u->max_credit_per_byte, 0);
 	assert_int_equal(u->quota_bits_per_hour, 0);
 	assert_int_equal(u->max_sessions, 128);
@@ -219,10 +219,10 @@ static void test_full(void **state)
 	assert_non_null(u);
 	assert_int_equal(u->roles, EB_ROLE_ALL);
 	assert_null(u->key_file);
-	assert_true(u->has_uid);
-	assert_int_equal(u->unix_uid, 1000);
-	assert_true(u->has_gid);
-	assert_int_equal(u->unix_gid, 100);
+	assert_int_equal(u->n_unix_uids, 1);
+	assert_int_equal(u->unix_uids[0], 1000);
+	assert_int_equal(u->n_unix_gids, 1);
+	assert_int_equal(u->unix_gids[0], 100);
 	assert_int_equal(u->max_credit_per_byte, 8);
 	assert_int_equal(u->quota_bits_per_hour, UINT64_MAX);
 	assert_int_equal(u->max_sessions, 65536);
@@ -230,8 +230,8 @@ static void test_full(void **state)
 	u = eb_conf_find_user(conf, "root-by-name");
 	assert_non_null(u);
 	assert_int_equal(u->roles, EB_ROLE_ADMIN);
-	assert_int_equal(u->unix_uid, 0);
-	assert_int_equal(u->unix_gid, 0);
+	assert_int_equal(u->unix_uids[0], 0);
+	assert_int_equal(u->unix_gids[0], 0);
 
 	assert_null(eb_conf_find_user(conf, "carol"));
 	assert_null(eb_conf_find_user(conf, "Alice"));
@@ -272,7 +272,7 @@ static void test_example(void **state)
 	u = eb_conf_find_user(conf, "alice");
 	assert_non_null(u);
 	assert_int_equal(u->max_credit_per_byte, 4);
-	u = eb_conf_find_unix_peer(conf, 1000, 1000);
+	u = eb_conf_find_unix_peer(conf, 1000, 1000, NULL, 0);
 	assert_non_null(u);
 	assert_string_equal(u->name, "vm1");
 }
@@ -458,10 +458,14 @@ static void test_errors_values(void **state)
 	    {"role", "root", "a comma-separated list of source, sink, admin"},
 	    {"key-file", "keys/a.key", "an absolute path"},
 	    {"key-file", "", "an absolute path"},
-	    {"unix-uid", "-1", "a uid or a user name"},
-	    {"unix-uid", "4294967295", "a uid or a user name"},
-	    {"unix-uid", "1000x", "a uid or a user name"},
-	    {"unix-gid", "4294967295", "a gid or a group name"},
+	    {"unix-uid", "-1", "uids or user names, separated by commas"},
+	    {"unix-uid", "4294967295", "uids or user names, separated by commas"},
+	    {"unix-uid", "1000x", "uids or user names, separated by commas"},
+	    {"unix-uid", "1000,", "uids or user names, separated by commas"},
+	    {"unix-uid", ",1000", "uids or user names, separated by commas"},
+	    {"unix-uid", "1000 1001", "uids or user names, separated by commas"},
+	    {"unix-gid", "4294967295", "gids or group names, separated by commas"},
+	    {"unix-gid", "0,,4", "gids or group names, separated by commas"},
 	    {"max-credit-per-byte", "9", "a number of bits 0..8"},
 	    {"max-credit-per-byte", "-0", "a number of bits 0..8"},
 	    {"quota-bits-per-hour", "-1", "a number of bits, 0 for no quota"},
@@ -494,6 +498,17 @@ static void test_errors_values(void **state)
 	             "invalid value \"no-such-user-eb-test\" for unix-uid: no such user");
 	expect_error("[user a]\nrole = sink\nunix-gid = no-such-group-eb-test\n", 3,
 	             "invalid value \"no-such-group-eb-test\" for unix-gid: no such group");
+	expect_error("[user a]\nrole = sink\nunix-gid = 0, no-such-group-eb-test\n", 3,
+	             "invalid value \"0, no-such-group-eb-test\" for unix-gid: no such group");
+	expect_error("[user a]\nrole = sink\nunix-gid = 4, 0, 4\n", 3,
+	             "invalid value \"4, 0, 4\" for unix-gid: an account is listed twice");
+	expect_error(
+	    "[user a]\nrole = sink\nunix-uid = 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17\n", 3,
+	    "invalid value \"1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17\" for unix-uid: "
+	    "too many users (at most 16)");
+	expect_error(
+	    "[user a]\nrole = sink\nunix-gid = 4, 5\n[user b]\nrole = sink\nunix-gid = 6, 5\n", 4,
+	    "[user b] has unix-gid 5, which [user a] on line 1 has already");
 
 	expect_error("[broker]\nlisten = unix:/a\nlisten = tcp://h\nlisten = tcp://h:55225\n", 4,
 	             "invalid value \"tcp://h:55225\" for listen: this address is already listed");
@@ -612,12 +627,12 @@ static void test_dropin_override(void **state)
 	u = eb_conf_find_user(conf, "both");
 	assert_non_null(u);
 	assert_int_equal(u->roles, EB_ROLE_SOURCE);
-	assert_int_equal(u->unix_uid, 9);
-	assert_ptr_equal(eb_conf_find_unix_peer(conf, 7, 7), NULL);
+	assert_int_equal(u->unix_uids[0], 9);
+	assert_ptr_equal(eb_conf_find_unix_peer(conf, 7, 7, NULL, 0), NULL);
 
 	/* The main file maps gid 100 to "mine": the drop-in's "ship" gives way, whole. */
 	assert_null(eb_conf_find_user(conf, "ship"));
-	u = eb_conf_find_unix_peer(conf, 1000, 100);
+	u = eb_conf_find_unix_peer(conf, 1000, 100, NULL, 0);
 	assert_non_null(u);
 	assert_string_equal(u->name, "mine");
 	assert_non_null(eb_conf_find_user(conf, "keep"));
@@ -742,15 +757,38 @@ static void test_unix_peer(void **state)
 	conf = load_ok("[user bygid]\nrole = sink\nunix-gid = 100\n"
 	               "[user byuid]\nrole = source\nunix-uid = 1000\n"
 	               "[user keyonly]\nrole = admin\nkey-file = /x\n");
-	u = eb_conf_find_unix_peer(conf, 1000, 100);
+	u = eb_conf_find_unix_peer(conf, 1000, 100, NULL, 0);
 	assert_non_null(u);
 	assert_string_equal(u->name, "byuid"); /* the uid wins over an earlier gid match */
-	u = eb_conf_find_unix_peer(conf, 1001, 100);
+	u = eb_conf_find_unix_peer(conf, 1001, 100, NULL, 0);
 	assert_non_null(u);
 	assert_string_equal(u->name, "bygid");
-	assert_null(eb_conf_find_unix_peer(conf, 0, 0));
-	assert_null(eb_conf_find_unix_peer(NULL, 0, 0));
+	assert_null(eb_conf_find_unix_peer(conf, 0, 0, NULL, 0));
+	assert_null(eb_conf_find_unix_peer(NULL, 0, 0, NULL, 0));
 	assert_null(eb_conf_find_user(NULL, "x"));
+	conf = eb_conf_free(conf);
+
+	/* Several accounts in one section; supplementary groups count after the uid and the
+	 * primary gid, and only when they name one user. */
+	conf = load_ok("[user admins]\nrole = admin\nunix-gid = 0, 4\nunix-uid = 1005,1006\n"
+	               "[user sinks]\nrole = sink\nunix-gid = 200\n");
+	u = eb_conf_find_user(conf, "admins");
+	assert_int_equal(u->n_unix_gids, 2);
+	assert_int_equal(u->unix_gids[1], 4);
+	assert_int_equal(u->n_unix_uids, 2);
+	assert_string_equal(eb_conf_find_unix_peer(conf, 1006, 1006, NULL, 0)->name, "admins");
+	assert_string_equal(eb_conf_find_unix_peer(conf, 0, 0, NULL, 0)->name, "admins");
+	/* root in a unit with Group=200 is that group's user, not an admin. */
+	assert_string_equal(eb_conf_find_unix_peer(conf, 0, 200, NULL, 0)->name, "sinks");
+	{
+		const gid_t adm[] = {24, 4}, both[] = {4, 200}, none[] = {5, 6};
+
+		assert_string_equal(eb_conf_find_unix_peer(conf, 1000, 1000, adm, 2)->name,
+		                    "admins");
+		assert_string_equal(eb_conf_find_unix_peer(conf, 1000, 200, adm, 2)->name, "sinks");
+		assert_null(eb_conf_find_unix_peer(conf, 1000, 1000, both, 2));
+		assert_null(eb_conf_find_unix_peer(conf, 1000, 1000, none, 2));
+	}
 }
 
 static void test_keys(void **state)

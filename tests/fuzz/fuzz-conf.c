@@ -63,12 +63,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check(u->name && u->name[0]);
 		check(eb_conf_find_user(conf, u->name) == u);
 		check(u->roles != 0);
-		check(u->key_file || u->has_uid || u->has_gid);
+		check(u->key_file || u->n_unix_uids > 0 || u->n_unix_gids > 0);
 		check(!u->key_file || u->key_file[0] == '/');
 		check(!u->has_key);
 		check(u->max_credit_per_byte <= 8);
-		if (u->has_uid)
-			check(eb_conf_find_unix_peer(conf, u->unix_uid, (gid_t)-1) == u);
+		for (unsigned k = 0; k < u->n_unix_uids; k++)
+			check(eb_conf_find_unix_peer(conf, u->unix_uids[k], (gid_t)-1, NULL, 0) ==
+			      u);
+		for (unsigned k = 0; k < u->n_unix_gids; k++)
+			check(eb_conf_find_unix_peer(conf, (uid_t)-1, (gid_t)-1, &u->unix_gids[k],
+			                             1) == u);
 	}
 	eb_conf_free(conf);
 	return 0;

@@ -283,9 +283,9 @@ def draw(broker, user, n, uri=None, extra=()):
 class Raw:
     """A raw protocol client over the unix socket, optionally as another uid."""
 
-    def __init__(self, path, uid=None, gid=None):
+    def __init__(self, path, uid=None, gid=None, groups=()):
         """uid: connect as that uid, with gid (default: the same number) as its primary group
-        and no other groups."""
+        and groups (default none) as its supplementary ones."""
         if uid is not None:
             need_root(f"to connect as uid {uid}")
             # Connect from a child that dropped to uid, then take its socket.
@@ -293,7 +293,7 @@ class Raw:
             pid = os.fork()
             if pid == 0:
                 try:
-                    os.setgroups([])
+                    os.setgroups(list(groups))
                     os.setgid(uid if gid is None else gid)
                     os.setuid(uid)
                     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
