@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,6 +236,7 @@ static int parse(int argc, char *argv[], const struct eb_cli_program *prog,
 	char shortopts[64];
 	int mode = s[0] == '+' || s[0] == '-';
 	const char *user = o ? o->user : NULL, *key_file = o ? o->key_file : NULL;
+	bool given_identity;
 	int c, r, n;
 
 	/* A ':' first (after a '+' or '-' that says where options end) makes a missing argument
@@ -276,11 +278,15 @@ static int parse(int argc, char *argv[], const struct eb_cli_program *prog,
 		log_error("Unexpected argument \"%s\"; see --help", argv[optind]);
 		return 2;
 	}
+	/* Given on the command line: $EB_USER, from a unit's environment file, is no error. */
+	given_identity = o && (o->user != user || o->key_file != key_file);
 	if (o && !prog->no_environment && eb_cli_client_env(o) < 0) {
 		log_error("Too many brokers in $EB_BROKER: at most %d", EB_CLIENT_BROKERS_MAX);
 		return 2;
 	}
-	if (o && (o->user != user || o->key_file != key_file) && identity_unused(o))
+	if (o && o->n_brokers == 0 && prog->default_broker)
+		o->brokers[o->n_brokers++] = prog->default_broker;
+	if (given_identity && identity_unused(o))
 		return 2;
 	return EB_CLI_CONTINUE;
 }

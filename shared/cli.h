@@ -105,13 +105,16 @@ struct eb_cli_program {
 	eb_cli_option_t option;       /* the program's own options; NULL: it has none */
 	bool no_arguments;            /* refuse any argument after the options */
 	bool no_environment;          /* leave $EB_BROKER and $EB_USER unread */
+	const char *default_broker;   /* the broker when none is given; NULL: none */
 };
 
 /* Parses a program's command line with getopt_long(): -h/--help and --version, the client
  * options into o (NULL for a program that is no client, such as eb-keygen), the program's own
  * through prog->option(c, optarg, userdata); refuses arguments if prog->no_arguments; then, unless
- * prog->no_environment, fills in o from the environment (eb_cli_client_env()). Unknown options
- * and missing arguments are logged with the program's name.
+ * prog->no_environment, fills in o from the environment (eb_cli_client_env()), and then
+ * prog->default_broker if no broker is named yet. --user or --key-file given while every broker
+ * is plain unix: is a usage error. Unknown options and missing arguments are logged with the
+ * program's name.
  * Returns EB_CLI_CONTINUE with optind at the first argument, or the exit code to leave with: 0
  * after --help or --version, 2 after a usage error (logged). */
 int eb_cli_parse(int argc, char *argv[], const struct eb_cli_program *prog,

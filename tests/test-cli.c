@@ -97,7 +97,7 @@ static void test_shared_options(void **state)
 	assert_true(fd >= 0);
 	close(fd);
 	assert_int_equal(PARSE(&run, "--credit-per-byte", "2.5", "--max-credit-per-byte=3",
-	                       "--dump-raw", path, "--samples", "10", "-b", "unix:/x", "-u",
+	                       "--dump-raw", path, "--samples", "10", "-b", "tcp://h", "-u",
 	                       "alice", "--own", "value", "ARG"),
 	                 EB_CLI_CONTINUE);
 	assert_int_equal(run.p.gate.h_mbits, 2500);
@@ -105,7 +105,7 @@ static void test_shared_options(void **state)
 	assert_int_equal(run.p.max_samples, 10);
 	assert_true(run.p.dump_fd >= 0);
 	assert_int_equal(run.o.n_brokers, 1);
-	assert_string_equal(run.o.brokers[0], "unix:/x");
+	assert_string_equal(run.o.brokers[0], "tcp://h");
 	assert_string_equal(run.o.user, "alice");
 	assert_int_equal(run.own.calls, 1);
 	assert_string_equal(run.own.arg, "value");
@@ -114,6 +114,14 @@ static void test_shared_options(void **state)
 	assert_int_equal(run.p.dump_fd, -EBADF);
 	eb_cli_source_params_done(&run.p); /* twice is harmless */
 	unlink(path);
+
+	/* --user or --key-file where every broker is plain unix: is a usage error, not ignored. */
+	assert_int_equal(PARSE(&run, "-b", "unix:/x", "-u", "alice"), 2);
+	assert_int_equal(PARSE(&run, "-b", "unix:/x", "-b", "unix:/y", "-k", "/k"), 2);
+	assert_int_equal(PARSE(&run, "-b", "unix:/x", "-b", "tcp://h", "-u", "alice"),
+	                 EB_CLI_CONTINUE);
+	assert_int_equal(PARSE(&run, "-b", "unix+tls:/x", "-u", "alice"), EB_CLI_CONTINUE);
+	assert_int_equal(PARSE(&run, "-b", "unix:/x"), EB_CLI_CONTINUE);
 
 	/* --min-entropy is --credit-per-byte under another name. */
 	assert_int_equal(PARSE(&run, "--min-entropy=0.125"), EB_CLI_CONTINUE);
@@ -254,9 +262,9 @@ static void test_environment(void **state)
 	assert_string_equal(run.o.brokers[1], "unix:/b");
 	assert_string_equal(run.o.user, "bob");
 	/* The command line wins. */
-	assert_int_equal(PARSE(&run, "-b", "unix:/c", "-u", "carol"), EB_CLI_CONTINUE);
+	assert_int_equal(PARSE(&run, "-b", "tcp://c", "-u", "carol"), EB_CLI_CONTINUE);
 	assert_int_equal(run.o.n_brokers, 1);
-	assert_string_equal(run.o.brokers[0], "unix:/c");
+	assert_string_equal(run.o.brokers[0], "tcp://c");
 	assert_string_equal(run.o.user, "carol");
 	/* More brokers than a client takes is a usage error. */
 	for (size_t k = 0, len = 0; k <= EB_CLIENT_BROKERS_MAX; k++)
@@ -315,12 +323,15 @@ static void test_programs(void **state)
 #define RUN(prog, opts, ...) run_program(prog, opts, &o, &own, (const char *[]){__VA_ARGS__, NULL})
 
 	(void)state;
-	assert_int_equal(setenv("EB_BROKER", "unix:/env", 1), 0);
+	assert_int_equal(setenv("EB_BROKER", "tcp://env", 1), 0);
 	assert_int_equal(RUN(&sink, &o, "-u", "alice", "--own", "x"), EB_CLI_CONTINUE);
 	assert_string_equal(o.user, "alice");
 	assert_string_equal(own.arg, "x");
 	assert_int_equal(o.n_brokers, 1);
-	assert_string_equal(o.brokers[0], "unix:/env");
+	assert_string_equal(o.brokers[0], "tcp://env");
+	/* $EB_BROKER counts: -u with its only broker plain unix: is a usage error. */
+	assert_int_equal(setenv("EB_BROKER", "unix:/env", 1), 0);
+	assert_int_equal(RUN(&sink, &o, "-u", "alice"), 2);
 	/* A source's options are not a sink's. */
 	assert_int_equal(RUN(&sink, &o, "--samples", "1"), 2);
 	assert_int_equal(RUN(&sink, &o, "extra"), 2);

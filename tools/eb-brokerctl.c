@@ -374,6 +374,7 @@ static const struct eb_cli_program program = {
     .options = options,
     .option = option,
     .no_environment = true, /* an admin's tool: the local broker unless told otherwise */
+    .default_broker = "unix:/run/entropy-broker/broker.sock",
 };
 
 int main(int argc, char *argv[])
@@ -402,8 +403,6 @@ int main(int argc, char *argv[])
 		log_error("Unexpected argument \"%s\"; see --help", argv[optind + 1]);
 		return 2;
 	}
-	if (o.n_brokers == 0)
-		o.brokers[o.n_brokers++] = "unix:/run/entropy-broker/broker.sock";
 	if (eb_cli_client_new(&o, &client) < 0)
 		return 2;
 	r = eb_client_connect(client);

@@ -496,6 +496,7 @@ static const struct eb_cli_program program = {
     .options = options,
     .option = option,
     .no_arguments = true,
+    .default_broker = "unix:/run/entropy-broker/broker.sock",
 };
 
 int main(int argc, char *argv[])
@@ -509,8 +510,6 @@ int main(int argc, char *argv[])
 	r = eb_cli_parse(argc, argv, &program, &o, NULL);
 	if (r != EB_CLI_CONTINUE)
 		return r;
-	if (o.n_brokers == 0)
-		o.brokers[o.n_brokers++] = "unix:/run/entropy-broker/broker.sock";
 	o.timeout_ms = (int)arg_timeout_s * 1000;
 	if (eb_cli_client_new(&o, &client) < 0)
 		return 2;
