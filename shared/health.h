@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* SP 800-90B continuous health tests (section 4.4) on a source's raw samples, with the start-up
- * test and the quarantine that decides which samples may be credited. Pure: no I/O, no clock, no
- * allocation; the state is embedded by value in its owner. */
+ * test and the quarantine that decides which samples may be credited. Beside them, three pattern
+ * tests with the same cutoffs catch what the two cannot see and a hostile or broken device
+ * finds cheapest to send: counters and arithmetic progressions (the RCT and APT on the
+ * differences of successive samples) and ABAB... (a run of samples equal to the one two
+ * before). Pure: no I/O, no clock, no allocation; the state is embedded by value in its owner. */
 #pragma once
 
 #include <errno.h>
@@ -40,6 +43,13 @@ enum eb_health_state {
 enum eb_health_test {
 	EB_HEALTH_TEST_RCT, /* Repetition Count Test, SP 800-90B 4.4.1 */
 	EB_HEALTH_TEST_APT, /* Adaptive Proportion Test, SP 800-90B 4.4.2 */
+	/* The pattern tests. For independent samples with P(any value) <= p = 2^-H, a difference
+	 * x[i] - x[i-1] (mod 2^bits) takes any given value with probability at most p too, whatever
+	 * came before x[i]; so does x[i] == x[i-2]. Hence the RCT's and APT's bounds, and cutoffs,
+	 * hold for them unchanged: */
+	EB_HEALTH_TEST_DIFF_RCT, /* the RCT on differences: C equal differences in a row */
+	EB_HEALTH_TEST_DIFF_APT, /* the APT on differences, in windows of its own */
+	EB_HEALTH_TEST_PERIOD2,  /* C - 1 samples in a row each equal to the one two before */
 	_EB_HEALTH_TEST_MAX,
 	_EB_HEALTH_TEST_INVALID = -EINVAL,
 };
@@ -50,7 +60,8 @@ struct eb_health_failure {
 	enum eb_health_test test;
 	unsigned cutoff; /* the test's cutoff */
 	unsigned count;  /* the count it reached; tests fire the moment it reaches the cutoff */
-	uint8_t value;   /* the sample value repeated (RCT) or over-represented (APT) */
+	uint8_t value;   /* the sample value repeated (RCT, PERIOD2) or over-represented (APT); the
+	                  * difference, for the DIFF tests */
 	uint64_t
 	    sample; /* 0-based index, counted from eb_health_init(), of the sample that fired */
 	uint64_t alarms; /* alarms in this episode; a stuck source keeps raising them */
@@ -71,12 +82,26 @@ struct eb_health {
 	unsigned apt_count; /* occurrences of apt_value so far in the window, itself included */
 	unsigned apt_pos;   /* samples seen in the window; 0 means the next sample opens one */
 
+	/* The pattern tests' state, forgotten at a restart as the others are. */
+	struct eb_health_pattern {
+		uint8_t prev[2];     /* the last sample, and the one before */
+		unsigned seen;       /* samples since the restart, counted up to 2 */
+		uint8_t drct_value;  /* the last difference */
+		unsigned drct_count; /* equal differences in a row, that one included */
+		uint8_t dapt_value;  /* the first difference of the window */
+		unsigned dapt_count; /* its occurrences in the window so far */
+		unsigned dapt_pos;   /* differences seen in the window; 0 opens one */
+		unsigned lag_count;  /* samples in a row equal to the one two before */
+	} pattern;
+
 	enum eb_health_state state;
 	unsigned clean; /* alarm-free samples into the running start-up test */
 
 	uint64_t samples;  /* tested since init */
 	uint64_t credited; /* of which creditable (summed ret_ok) */
 	uint64_t episodes; /* times the state went to FAILED from STARTUP or OK */
+	/* Every alarm since init, by the test that raised it. */
+	uint64_t alarms[_EB_HEALTH_TEST_MAX];
 	struct eb_health_failure failure;
 };
 
@@ -86,7 +111,7 @@ struct eb_health {
  * fire. The state starts at EB_HEALTH_STARTUP. */
 int eb_health_init(struct eb_health *h, double h_per_sample, unsigned bits_per_sample);
 
-/* Runs both tests on n samples, one per byte. *ret_ok is how many of them may be credited:
+/* Runs every test on n samples, one per byte. *ret_ok is how many of them may be credited:
  * samples tested in state OK, not counting any before the last alarm of this call (they led up to
  * it). A caller that conditions the whole buffer credits *ret_ok x H bits for it. -EDOM when a
  * sample has bits above bits_per_sample; h is unchanged then. */

@@ -4,6 +4,7 @@
  * data, the start-up test, quarantine and re-admission, and a sample-by-sample model that the
  * fast path must match however the input is split into calls. */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -440,12 +441,12 @@ static void test_apt_biased_binary(void **state)
 	assert_true(f.sample >= first_one_window + 589 && f.sample < first_one_window + 1024);
 }
 
-/* 10^7 samples of good data per configuration, none of which may raise an alarm. alpha = 2^-20
- * is a per-sample false-positive rate, so a claim right at the data's true entropy would alarm
- * now and then by design (8-bit uniform data claimed at H = 8: RCT cutoff 4, about 0.6 alarms
- * per 10^7 samples). Each claim here is conservative enough that the expected number of alarms,
- * bounded below from the uniform distribution, is under 1/100: the fixed seed makes the test
- * deterministic, and the bound says that it is not luck. */
+/* 10^7 samples of good data per configuration, none of which may raise an alarm of any test.
+ * alpha = 2^-20 is a per-sample false-positive rate, so a claim right at the data's true entropy
+ * would alarm now and then by design (8-bit uniform data claimed at H = 8: RCT cutoff 4, about 0.6
+ * alarms per 10^7 samples). Each claim here is conservative enough that the expected number of
+ * alarms, bounded below from the uniform distribution, is under 1/100: the fixed seed makes the
+ * test deterministic, and the bound says that it is not luck. */
 static void test_good_data_never_fires(void **state)
 {
 	static const struct {
@@ -477,6 +478,10 @@ static void test_good_data_never_fires(void **state)
 		binom_tails(w - 1, ldexpl(1, -(int)configs[i].bits), tail);
 		apt_alarms = (n / w + 1) * tail[h.apt_cutoff - 1];
 		free(tail);
+		/* The pattern tests share the RCT's and APT's bounds: the difference RCT and
+		 * PERIOD2 the RCT's, the difference APT the APT's. */
+		rct_alarms *= 3;
+		apt_alarms *= 2;
 		if (rct_alarms + apt_alarms >= 0.01L)
 			fail_msg("bits=%u H=%g: %Lg alarms expected, claim not conservative",
 			         configs[i].bits, configs[i].h, rct_alarms + apt_alarms);
@@ -485,6 +490,146 @@ static void test_good_data_never_fires(void **state)
 		assert_int_equal(eb_health_get_state(&h), EB_HEALTH_OK);
 		assert_int_equal(ok, n - EB_HEALTH_STARTUP_SAMPLES);
 	}
+}
+
+/* A counter earns nothing: bytes 0, 1, 2, ... claimed at H = 4 pass the RCT and APT (no value
+ * repeats, every value equally often) but their differences are all 1, and the difference RCT
+ * fires at the sample that makes C = 6 equal differences. Stepping by 3 at H = 8 the same. */
+static void check_counter(double hps, unsigned step, unsigned expect_cutoff)
+{
+	static uint8_t buf[1 << 20];
+	struct eb_health h;
+	struct eb_health_failure f;
+	size_t ok;
+
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * step);
+	assert_int_equal(eb_health_init(&h, hps, 8), 0);
+	assert_int_equal(h.rct_cutoff, expect_cutoff);
+	assert_int_equal(eb_health_feed(&h, buf, sizeof(buf), &ok), 0);
+	assert_int_equal(ok, 0);
+	assert_int_equal(h.credited, 0);
+	assert_int_equal(eb_health_get_state(&h), EB_HEALTH_FAILED);
+	assert_int_equal(eb_health_get_failure(&h, &f), 0);
+	assert_int_equal(f.test, EB_HEALTH_TEST_DIFF_RCT);
+	assert_int_equal(f.sample, expect_cutoff);
+	assert_int_equal(f.count, expect_cutoff);
+	assert_int_equal(f.value, step);
+	assert_int_equal(h.alarms[EB_HEALTH_TEST_RCT], 0);
+	assert_int_equal(h.alarms[EB_HEALTH_TEST_APT], 0);
+}
+
+static void test_counter(void **state)
+{
+	(void)state;
+	check_counter(4, 1, 6);
+	check_counter(8, 3, 4);
+}
+
+/* ABAB... claimed at H = 1: each value is half the samples, exactly what H = 1 allows (APT
+ * cutoff 311 of 512), and no value repeats; the differences alternate, so neither difference
+ * test fires. Each sample equals the one two before: PERIOD2 fires at its 20th in a row (C - 1
+ * for C = 21), which is sample 21. */
+static void test_abab(void **state)
+{
+	static uint8_t buf[1 << 20];
+	struct eb_health h;
+	struct eb_health_failure f;
+	size_t ok;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = i % 2 ? 'B' : 'A';
+	assert_int_equal(eb_health_init(&h, 1, 8), 0);
+	assert_int_equal(h.rct_cutoff, 21);
+	assert_int_equal(eb_health_feed(&h, buf, sizeof(buf), &ok), 0);
+	assert_int_equal(ok, 0);
+	assert_int_equal(h.credited, 0);
+	assert_int_equal(eb_health_get_failure(&h, &f), 0);
+	assert_int_equal(f.test, EB_HEALTH_TEST_PERIOD2);
+	assert_int_equal(f.cutoff, 20);
+	assert_int_equal(f.count, 20);
+	assert_int_equal(f.sample, 21);
+	assert_int_equal(f.value, 'B');
+	assert_int_equal(h.alarms[EB_HEALTH_TEST_DIFF_RCT], 0);
+	assert_int_equal(h.alarms[EB_HEALTH_TEST_DIFF_APT], 0);
+
+	/* Binary 0101... : the differences (XOR) are all 1, and the difference RCT is named
+	 * (PERIOD2 fires on the same sample). */
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = i % 2;
+	assert_int_equal(eb_health_init(&h, 1, 1), 0);
+	assert_int_equal(eb_health_feed(&h, buf, sizeof(buf), &ok), 0);
+	assert_int_equal(ok, 0);
+	assert_int_equal(eb_health_get_failure(&h, &f), 0);
+	assert_int_equal(f.test, EB_HEALTH_TEST_DIFF_RCT);
+	assert_int_equal(f.sample, 21);
+}
+
+/* A walk that steps by 1 every other sample and by a random 2..254 between: no value repeats,
+ * values spread evenly, no two differences in a row are equal, no sample equals the one two
+ * before (1 + r is never 0 mod 256). Only the difference APT sees that half the differences are
+ * 1: at H = 4 (cutoff 63) its first window, opened by the difference at sample 1, fires at the
+ * 63rd odd sample, 125. */
+static void test_diff_apt(void **state)
+{
+	static uint8_t buf[1 << 16];
+	struct eb_health h;
+	struct eb_health_failure f;
+	uint64_t seed = 21;
+	size_t ok;
+
+	(void)state;
+	buf[0] = 7;
+	for (size_t i = 1; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(buf[i - 1] + (i % 2 ? 1 : 2 + splitmix64(&seed) % 253));
+	assert_int_equal(eb_health_init(&h, 4, 8), 0);
+	assert_int_equal(eb_health_feed(&h, buf, sizeof(buf), &ok), 0);
+	assert_int_equal(ok, 0);
+	assert_int_equal(eb_health_get_failure(&h, &f), 0);
+	assert_int_equal(f.test, EB_HEALTH_TEST_DIFF_APT);
+	assert_int_equal(f.cutoff, 63);
+	assert_int_equal(f.count, 63);
+	assert_int_equal(f.sample, 125);
+	assert_int_equal(f.value, 1);
+	assert_int_equal(h.alarms[EB_HEALTH_TEST_RCT], 0);
+	assert_int_equal(h.alarms[EB_HEALTH_TEST_DIFF_RCT], 0);
+	assert_int_equal(h.alarms[EB_HEALTH_TEST_PERIOD2], 0);
+}
+
+/* Random data claimed at its full entropy alarms at the rate alpha, and the pattern tests no
+ * more often than the RCT, whose bound they share. 2^24 uniform 4-bit samples at H = 4 (RCT
+ * cutoff 6): a run of 6 equal samples, of 6 equal differences, or of 5 samples each equal to the
+ * one two before ends at a given sample with probability 2^-20 (15/16 of that for a run that
+ * was not already alarming), so each test expects about 15 alarms: a Poisson count that lies in
+ * [3, 40] with probability above 1 - 10^-6. The difference APT, like the APT, expects under
+ * 2^15 x 2^-20 = 0.03. The seed is fixed, so the figures are the same at every run. */
+static void test_pattern_false_positives(void **state)
+{
+	static uint8_t buf[1 << 16];
+	struct eb_health h;
+	uint64_t seed = 2020;
+	size_t ok;
+
+	(void)state;
+	assert_int_equal(eb_health_init(&h, 4, 4), 0);
+	assert_int_equal(h.rct_cutoff, 6);
+	for (unsigned k = 0; k < (1u << 24) / sizeof(buf); k++) {
+		splitmix64_samples(&seed, buf, sizeof(buf), 4);
+		assert_int_equal(eb_health_feed(&h, buf, sizeof(buf), &ok), 0);
+	}
+	print_message("alarms in 2^24 samples at H = 4: rct %" PRIu64 " apt %" PRIu64
+	              " diff-rct %" PRIu64 " diff-apt %" PRIu64 " period-two %" PRIu64 "\n",
+	              h.alarms[EB_HEALTH_TEST_RCT], h.alarms[EB_HEALTH_TEST_APT],
+	              h.alarms[EB_HEALTH_TEST_DIFF_RCT], h.alarms[EB_HEALTH_TEST_DIFF_APT],
+	              h.alarms[EB_HEALTH_TEST_PERIOD2]);
+	assert_in_range(h.alarms[EB_HEALTH_TEST_RCT], 3, 40);
+	assert_in_range(h.alarms[EB_HEALTH_TEST_DIFF_RCT], 3, 40);
+	assert_in_range(h.alarms[EB_HEALTH_TEST_PERIOD2], 3, 40);
+	assert_in_range(h.alarms[EB_HEALTH_TEST_DIFF_APT], 0, 2);
+	assert_in_range(h.alarms[EB_HEALTH_TEST_APT], 0, 2);
+	/* The credit lost to them is the re-admission after each: a few percent at most. */
+	assert_true(h.credited > (1u << 24) - 100 * (EB_HEALTH_STARTUP_SAMPLES + sizeof(buf)));
 }
 
 static void test_quarantine_readmission(void **state)
@@ -550,9 +695,13 @@ static void test_quarantine_readmission(void **state)
 /* The same semantics, one sample at a time and written from the spec's text, for checking the
  * fast path against. */
 struct model {
-	unsigned rct_cutoff, apt_cutoff, window;
+	unsigned bits, rct_cutoff, apt_cutoff, window;
 	uint8_t last, a;
 	unsigned run, b, pos, clean;
+	/* The pattern tests: the last two samples (p0 the last), equal differences in a row, the
+	 * difference window, samples in a row equal to the one two before. */
+	uint8_t p0, p1, dlast, da;
+	unsigned seen, drun, db, dpos, lag;
 	enum eb_health_state state;
 	uint64_t samples, episodes, alarms, first_sample;
 	enum eb_health_test first_test;
@@ -577,10 +726,34 @@ static int model_step(struct model *m, uint8_t x)
 	m->run = m->run > 0 && x == m->last ? m->run + 1 : 1;
 	m->last = x;
 
+	if (m->seen >= 1) {
+		uint8_t d = (uint8_t)((x - m->p0) % (1u << m->bits));
+
+		m->drun = m->drun > 0 && d == m->dlast ? m->drun + 1 : 1;
+		m->dlast = d;
+		if (m->dpos == 0) {
+			m->da = d;
+			m->db = 1;
+		} else
+			m->db += d == m->da;
+		m->dpos++;
+	}
+	if (m->seen >= 2)
+		m->lag = x == m->p1 ? m->lag + 1 : 0;
+	m->p1 = m->p0;
+	m->p0 = x;
+	m->seen++;
+
 	if (m->run >= m->rct_cutoff)
 		alarm = EB_HEALTH_TEST_RCT;
 	else if (m->b >= m->apt_cutoff)
 		alarm = EB_HEALTH_TEST_APT;
+	else if (m->seen >= 2 && m->drun >= m->rct_cutoff)
+		alarm = EB_HEALTH_TEST_DIFF_RCT;
+	else if (m->seen >= 2 && m->db >= m->apt_cutoff)
+		alarm = EB_HEALTH_TEST_DIFF_APT;
+	else if (m->seen >= 3 && m->lag >= m->rct_cutoff - 1)
+		alarm = EB_HEALTH_TEST_PERIOD2;
 	m->samples++;
 
 	if (alarm >= 0) {
@@ -595,8 +768,11 @@ static int model_step(struct model *m, uint8_t x)
 		m->run = 0;
 		m->pos = 0;
 		m->clean = 0;
+		m->seen = m->drun = m->dpos = m->lag = 0;
 		return M_ALARM;
 	}
+	if (m->dpos == m->window)
+		m->dpos = 0;
 	if (m->pos == m->window)
 		m->pos = 0;
 	if (m->state == EB_HEALTH_OK)
@@ -606,7 +782,8 @@ static int model_step(struct model *m, uint8_t x)
 	return M_HOLD;
 }
 
-/* A stream of good stretches, stuck runs around the RCT cutoff and biased stretches. */
+/* A stream of good stretches, stuck runs around the RCT cutoff, biased stretches, and counters
+ * and ABAB stretches around the pattern tests' cutoffs. */
 static void mixed_stream(uint64_t *seed, uint8_t *buf, size_t n, unsigned bits, unsigned rct)
 {
 	uint8_t mask = (uint8_t)((1u << bits) - 1);
@@ -615,10 +792,20 @@ static void mixed_stream(uint64_t *seed, uint8_t *buf, size_t n, unsigned bits, 
 		uint64_t r = splitmix64(seed);
 		size_t len = MIN(n - i, (size_t)(1 + r % 3000));
 
-		switch ((r >> 32) % 4) {
+		switch ((r >> 32) % 6) {
 		case 0:
 		case 1:
 			splitmix64_samples(seed, buf + i, len, bits);
+			break;
+		case 4:
+			len = MIN(n - i, (size_t)(1 + (r >> 40) % (2 * rct + 2)));
+			for (size_t j = 0; j < len; j++)
+				buf[i + j] = (uint8_t)(((r >> 48) + j * (1 + (r >> 56))) & mask);
+			break;
+		case 5:
+			len = MIN(n - i, (size_t)(1 + (r >> 40) % (2 * rct + 2)));
+			for (size_t j = 0; j < len; j++)
+				buf[i + j] = (uint8_t)((j % 2 ? r >> 48 : r >> 56) & mask);
 			break;
 		case 2:
 			len = MIN(n - i, (size_t)(1 + (r >> 40) % (2 * rct + 2)));
@@ -645,6 +832,7 @@ static void check_against_model(unsigned bits, double hps, uint64_t seed)
 
 	assert_int_equal(eb_health_init(&h, hps, bits), 0);
 	m = (struct model){
+	    .bits = bits,
 	    .rct_cutoff = h.rct_cutoff,
 	    .apt_cutoff = h.apt_cutoff,
 	    .window = h.apt_window,
@@ -686,6 +874,8 @@ static void check_against_model(unsigned bits, double hps, uint64_t seed)
 	/* The stream must have exercised every path to mean anything. */
 	assert_true(m.episodes > 1);
 	assert_true(h.credited > 0);
+	assert_true(h.alarms[EB_HEALTH_TEST_DIFF_RCT] > 0);
+	assert_true(h.alarms[EB_HEALTH_TEST_PERIOD2] > 0 || bits == 1);
 }
 
 static void test_fast_path_matches_model(void **state)
@@ -736,6 +926,10 @@ int main(void)
 	    cmocka_unit_test(test_apt_biased_random),
 	    cmocka_unit_test(test_apt_biased_binary),
 	    cmocka_unit_test(test_good_data_never_fires),
+	    cmocka_unit_test(test_counter),
+	    cmocka_unit_test(test_abab),
+	    cmocka_unit_test(test_diff_apt),
+	    cmocka_unit_test(test_pattern_false_positives),
 	    cmocka_unit_test(test_quarantine_readmission),
 	    cmocka_unit_test(test_fast_path_matches_model),
 	    cmocka_unit_test(test_strings),

@@ -4,6 +4,8 @@
 - a stuck source (a FIFO of zeros through eb-source-stream with a stated H) gets 0 bits credited
   and logs exactly one alarm line, with its journal fields caught on a stand-in journal socket,
   while a good source keeps the pool filling;
+- a hostile device (a counter claimed at H = 4, ABAB... at H = 1) trips the pattern tests: one
+  alarm line naming the test, and 0 bits credited;
 - a source that gets stuck and recovers logs one alarm and one re-admission and is credited again;
 - --dump-raw writes exactly the samples taken (eb-source-file, eb-source-stream, eb-source-exec);
 - while the broker says SLEEP a source reads nothing (bytes taken from a FIFO stop), and after WAKE
@@ -161,6 +163,45 @@ def test_stuck(b):
     check(g and g[0] == 400000 - 1024, f"the good source was credited {g and g[0]} bits")
     st = b.status()
     check(st["bits_in"] == g[0], f"the broker credited exactly the good source's bits ({st['bits_in']})")
+
+
+def test_patterns(b):
+    """What a device cheaper than noise might send: each passes the RCT and APT at its claim.
+    A failed source rests between blocks, so a few blocks' worth is what it reads in seconds."""
+    total = 32 * 1024
+    for name, h, gen, test_name in [
+            ("counter", "4", lambda i: bytes((i + k) & 0xff for k in range(4096)),
+             "difference-repetition"),
+            ("abab", "1", lambda i: b"AB" * 2048, "period-two")]:
+        fifo = os.path.join(b.tmp, name)
+        os.mkfifo(fifo)
+        pos = [0]
+
+        def data(gen=gen, pos=pos):
+            chunk = gen(pos[0])
+            pos[0] += len(chunk)
+            return chunk
+
+        w = FifoWriter(fifo, data)
+        w.start()
+        src = subprocess.Popen([prog("eb-source-stream"), "-b", b.unix, "--min-entropy", h,
+                                fifo], stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while w.written < total and src.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        taken = w.written
+        w.stop = True  # the source reads to the end of the FIFO and exits
+        err = src.communicate(timeout=60)[1].decode()
+        check(src.returncode == 0 and taken >= total,
+              f"{name}: the source took {taken} samples and exits 0 ({err[-300:]})")
+        lines = [l for l in err.splitlines() if "Health test failed" in l]
+        check(len(lines) == 1 and f"{test_name} test" in lines[0],
+              f"{name} at H = {h}: one alarm line, naming the {test_name} test ({lines})")
+        c = credited(err)
+        check(c is not None and c[0] == 0 and c[2] == 1,
+              f"{name} at H = {h}: 0 bits credited, in one alarm episode ({c})")
+    st = b.status()
+    check(st["bits_in"] == 0, f"the broker credited nothing ({st['bits_in']} bits in)")
 
 
 def test_recovery(b):
@@ -393,6 +434,7 @@ def test_tty_hangup(b):
 def test():
     need("unshare")
     for name, t, capacity in [("stuck", test_stuck, 64 * 1024 * 1024),
+                              ("patterns", test_patterns, 64 * 1024 * 1024),
                               ("recovery", test_recovery, 64 * 1024 * 1024),
                               ("dump", test_dump_raw, 64 * 1024 * 1024),
                               ("exec", test_exec, 64 * 1024 * 1024),
