@@ -6,21 +6,36 @@
 
 #include "macro.h"
 
+static bool is_small(const struct sched_request *r)
+{
+	return r->bits <= SCHEDULER_SMALL_BITS;
+}
+
 static bool goes_before(const struct sched_request *a, const struct sched_request *b)
 {
-	bool a_small = a->bits <= SCHEDULER_SMALL_BITS, b_small = b->bits <= SCHEDULER_SMALL_BITS;
-
-	if (a_small != b_small)
-		return a_small;
+	if (is_small(a) != is_small(b))
+		return is_small(a);
+	if (a->turn != b->turn)
+		return a->turn < b->turn;
 	return a->seq < b->seq;
 }
 
 void sched_queue_push(struct sched_queue *q, struct sched_request *r)
 {
 	struct sched_request *at;
+	uint64_t turn = q->turn;
 
 	if (sched_queue_has(q, r))
 		return;
+	/* Users take turns, not sessions (fair queuing by user, each request one unit): a request
+	 * comes one turn after its user's last one waiting in its class, and never before the
+	 * turn being served. A user's many sessions thus take turns among themselves, and
+	 * another user's one session is served as often as all of them. */
+	eb_list_foreach(at, &q->list, node) {
+		if (at->user == r->user && is_small(at) == is_small(r))
+			turn = MAX(turn, at->turn);
+	}
+	r->turn = turn + 1;
 	r->seq = ++q->seq;
 	eb_list_foreach(at, &q->list, node) {
 		if (goes_before(r, at))
@@ -31,6 +46,9 @@ void sched_queue_push(struct sched_queue *q, struct sched_request *r)
 
 void sched_queue_remove(struct sched_queue *q, struct sched_request *r)
 {
+	/* The head leaving is the turn being served moving on. */
+	if (sched_queue_first(q) == r)
+		q->turn = MAX(q->turn, r->turn);
 	eb_list_remove(&q->list, &r->node);
 }
 

@@ -28,7 +28,7 @@
 #define SCHEDULER_DRBG_RESEED_USEC (10 * 1000000ULL)
 
 /* One sink's GET. The waiting sink's session holds it; only the sched_queue_*() functions write
- * its queue fields (node, seq). */
+ * its queue fields (node, turn, seq). */
 struct sched_request {
 	uint32_t bits;       /* wanted */
 	bool drbg;           /* DRBG output, else full entropy */
@@ -36,6 +36,7 @@ struct sched_request {
 	uint64_t since_usec; /* when the GET arrived: its wait ends SCHEDULER_WAIT_USEC later */
 
 	struct eb_list_node node; /* in the queue, when it is */
+	uint64_t turn;            /* its user's turn: the order among users */
 	uint64_t seq;             /* arrival order in the queue */
 };
 
@@ -43,11 +44,14 @@ struct sched_request {
 struct sched_queue {
 	struct eb_list list; /* of sched_request.node; zeroed: empty */
 	uint64_t seq;
+	uint64_t turn; /* the turn served last: a request leaving from the head ends its turn */
 };
 
-/* Small requests first (a VM waiting to boot needs 256 bits, not a megabyte), then first come,
- * first served: a request joins behind every other of its class, so a sink that was answered and
- * asks again queues behind the others. */
+/* Small requests first (a VM waiting to boot needs 256 bits, not a megabyte), then users in turn,
+ * then first come, first served. A request's turn is one after the last of its user's requests
+ * waiting in its class, or after the turn being served if none waits: each user with requests
+ * waiting has one in the next turn, so a user's many sessions get that user's share, not one
+ * each, and a sink that was answered and asks again queues behind the others of its turn. */
 void sched_queue_push(struct sched_queue *q, struct sched_request *r);
 /* Takes r out of the queue; nothing happens when it is not in it. */
 void sched_queue_remove(struct sched_queue *q, struct sched_request *r);

@@ -78,6 +78,48 @@ static void test_answered_sink_queues_behind(void **state)
 	assert_order(&q, (struct sched_request *[]){&b, &c, &a}, 3);
 }
 
+/* Users take turns: one user's many sessions get that user's share, and another user's one
+ * session is served as often as all of them together. */
+static void test_users_take_turns(void **state)
+{
+	struct sched_queue q = {};
+	struct sched_request a[100], b = req(32, 0), c = req(32, 0), *r;
+	unsigned served_a = 0, served_b = 0, k;
+
+	(void)state;
+	for (unsigned i = 0; i < ELEMENTSOF(a); i++) {
+		a[i] = req(32, 0);
+		sched_queue_push(&q, &a[i]);
+	}
+	b.user = 1;
+	sched_queue_push(&q, &b);
+	/* b arrived behind 100 of user 0's requests, and goes second. */
+	assert_ptr_equal(eb_list_next(sched_queue_first(&q), node), &b);
+	/* Served at the head and asking again at once, as sinks on a short pool do: the two users
+	 * alternate, whatever the number of sessions. */
+	for (k = 0; k < 40; k++) {
+		r = sched_queue_first(&q);
+		sched_queue_remove(&q, r);
+		served_a += r->user == 0;
+		served_b += r->user == 1;
+		sched_queue_push(&q, r);
+	}
+	assert_int_equal(served_a, 20);
+	assert_int_equal(served_b, 20);
+	/* A third user arriving now is served in the next turn, not behind everyone. */
+	c.user = 2;
+	sched_queue_push(&q, &c);
+	k = 0;
+	for (r = sched_queue_first(&q); r != &c; r = eb_list_next(r, node))
+		k++;
+	assert_true(k <= 2);
+	/* Within one user, first come, first served. */
+	r = sched_queue_first(&q);
+	while (r && r->user != 0)
+		r = eb_list_next(r, node);
+	assert_ptr_equal(r, &a[20]);
+}
+
 static void test_deadline(void **state)
 {
 	struct sched_queue q = {};
@@ -329,6 +371,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_small_first_then_arrival),
 	    cmocka_unit_test(test_answered_sink_queues_behind),
+	    cmocka_unit_test(test_users_take_turns),
 	    cmocka_unit_test(test_deadline),
 	    cmocka_unit_test(test_full_answer),
 	    cmocka_unit_test(test_partial_answer),
