@@ -28,8 +28,8 @@ struct eb_user {
 	gid_t unix_gids[EB_CONF_UNIX_IDS_MAX]; /* and members of these groups (primary, or */
 	unsigned n_unix_gids;                  /* supplementary: eb_conf_find_unix_peer()) */
 	unsigned max_credit_per_byte; /* 0..8; a source's claims are capped at this (default 8) */
-	uint64_t quota_bits_per_hour; /* 0: no quota; full-entropy bits a sink may draw per hour */
-	unsigned max_sessions;        /* default 256: authenticated sessions at once */
+	uint64_t quota_bits_per_hour; /* 0: no quota; pool bits a sink's draws may spend per hour */
+	unsigned max_sessions;        /* default 128: authenticated sessions at once */
 	bool downstream_broker; /* a broker drawing from this one: its HELLO may carry chain ids */
 	uint64_t key_serial; /* the broker's: which version of the key this is (0: not numbered) */
 };
