@@ -336,9 +336,12 @@ static void save_seed(struct broker *b, bool drain)
 		log_warning_errno(r, "Failed to save the seed file %s, ignoring: %m",
 		                  b->conf->seed_file);
 	else if (drain)
-		log_struct(LOG_INFO, "MESSAGE_ID=" MSGID_SEED,
-		           "Saved %" PRIu64 " credited bits of pool to %s", bits,
-		           b->conf->seed_file);
+		log_struct(
+		    LOG_INFO, "MESSAGE_ID=" MSGID_SEED,
+		    "Saved %" PRIu64 " credited bits of pool to %s (%s)", bits, b->conf->seed_file,
+		    b->conf->credit_seed_file
+			? "credited again at the next start: credit-seed-file=yes"
+			: "mixed in but not credited at the next start: credit-seed-file=no");
 	else
 		log_debug("Refreshed the seed file %s", b->conf->seed_file);
 }

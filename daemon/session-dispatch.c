@@ -78,6 +78,11 @@ static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 		         s->peer, u->name, eb_roles_to_string(s->roles, want, sizeof(want)),
 		         s->kind[0] ? s->kind : "-", h->claim_mbits_per_byte / 1000,
 		         h->claim_mbits_per_byte % 1000);
+	else if (s->roles == EB_ROLE_ADMIN)
+		/* A status reader (eb-metrics at every scrape, eb-brokerctl) changes nothing: a
+		 * journal line each time would be thousands a day. */
+		log_debug("%s: user %s connected as admin (%s)", s->peer, u->name,
+		          s->kind[0] ? s->kind : "-");
 	else
 		log_peer(s->broker, PEER_LOG_SESSION, LOG_INFO, "%s: user %s connected as %s (%s)",
 		         s->peer, u->name, eb_roles_to_string(s->roles, want, sizeof(want)),

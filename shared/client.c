@@ -86,7 +86,7 @@ int eb_client_new(const struct eb_client_options *o, struct eb_client **ret, cha
 		r = eb_uri_parse(o->brokers[i], &c->uris[i]);
 		if (r < 0) {
 			*ret_error = strdup_printf(
-			    "Invalid broker address \"%s\": expected tcp://HOST[:PORT], unix:/PATH, vsock://CID[:PORT] or virtio:NAME",
+			    "Invalid broker address \"%s\": expected tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH, vsock://CID[:PORT] or virtio:NAME",
 			    o->brokers[i]);
 			return r;
 		}

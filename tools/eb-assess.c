@@ -126,6 +126,7 @@ static int read_capture(const char *path, uint8_t **ret, size_t *ret_n, bool *re
 	_cleanup_fclose_ FILE *f = NULL;
 	_cleanup_free_ uint8_t *buf = NULL;
 	size_t n = 0, size = 0;
+	struct stat st;
 	int c;
 
 	if (strcmp(path, "-") == 0)
@@ -134,6 +135,11 @@ static int read_capture(const char *path, uint8_t **ret, size_t *ret_n, bool *re
 		f = fopen(path, "re");
 	if (!f)
 		return -errno;
+	/* A directory opens for reading; only its first read fails, with an error fread() loses. */
+	if (fstat(fileno(f), &st) < 0)
+		return -errno;
+	if (S_ISDIR(st.st_mode))
+		return -EISDIR;
 	for (;;) {
 		size_t k;
 

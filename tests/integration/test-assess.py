@@ -93,6 +93,11 @@ def test():
     b = Broker({"src": {"role": "source", "unix-uid": os.getuid(), "key": False}},
                capacity=1 << 31).start()
     try:
+        # A directory given by mistake is named for what it is.
+        p = run([prog("eb-assess"), tmp])
+        err = p.stderr.decode()
+        check(p.returncode != 0 and "Is a directory" in err and tmp in err,
+              f"eb-assess on a directory says so ({p.returncode}: {err.strip()})")
         # A capture of eb-source-jitter, the way docs/sources.md's figures are taken.
         raw = os.path.join(tmp, "jitter.raw")
         p = run([prog("eb-source-jitter"), "-b", b.unix, "--dump-raw", raw, "--samples",

@@ -119,6 +119,21 @@ def test():
         check(status == 408 and time.time() - t < 15,
               f"an unfinished request gets 408 after --timeout ({time.time() - t:.1f} s)")
 
+        # A scrape is routine: neither the broker nor eb-metrics logs a line for each.
+        with open(os.path.join(b.tmp, "metrics.log"), "rb") as f:
+            mlog0 = len(f.read())
+        blog0 = len(b.read_log())
+        for _ in range(5):
+            check(http(mport, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")[0] == 200,
+                  "a scrape is answered")
+        new = [l for l in b.read_log()[blog0:].splitlines() if l.strip()]
+        with open(os.path.join(b.tmp, "metrics.log"), "rb") as f:
+            # systemd-socket-activate's own lines ("Connection from ...") are the activator's.
+            mnew = [l for l in f.read()[mlog0:].decode(errors="replace").splitlines()
+                    if l.startswith("eb-metrics")]
+        check(not new and not mnew, f"5 scrapes log no line (broker: {new[:3]}, eb-metrics: "
+              f"{mnew[:3]})")
+
         # Prometheus, scraping every second.
         conf = os.path.join(b.tmp, "prometheus.yml")
         with open(conf, "w") as f:

@@ -30,6 +30,8 @@ def test():
         m = re.search(r"Saved (\d+) credited bits", b.read_log())
         check(m is not None and int(m.group(1)) == level,
               f"it saved the whole level to the seed file ({m.group(1) if m else None} bits)")
+        check("credited again at the next start: credit-seed-file=yes" in b.read_log(),
+              "and says the next start credits them")
         check(os.path.exists(b.seed) and (os.stat(b.seed).st_mode & 0o777) == 0o600,
               "the seed file exists with mode 0600")
 
@@ -56,6 +58,8 @@ def test():
             f.write(os.urandom(64 * 1024))
         check(donate(b, "alice", data).returncode == 0, "alice donates (second broker)")
         b.stop(signal.SIGTERM)
+        check("mixed in but not credited at the next start: credit-seed-file=no" in b.read_log(),
+              "the stop line says the saved bits will not be credited")
         b.start()
         st = b.status()  # the first connection starts the socket-activated broker
         check(loaded_bits(b.read_log()) == 0, "with credit-seed-file=no nothing is credited")
