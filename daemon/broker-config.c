@@ -198,18 +198,18 @@ static void keep_restart_only(struct eb_conf *old, struct eb_conf *new)
  * let in: raise the soft limit to what they need, as far as the hard one allows. */
 void broker_raise_nofile(const struct eb_conf *conf)
 {
-	rlim_t want =
-	    (rlim_t)conf->max_sessions + conf->max_local_sessions + EB_CONF_LISTEN_MAX + 64;
+	rlim_t want = (rlim_t)conf->max_sessions + conf->max_local_sessions + conf->max_lingering +
+	              EB_CONF_LISTEN_MAX + 64;
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
 		return;
 	rl.rlim_cur = MIN(want, rl.rlim_max);
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
-		log_warning("Open files are limited to %llu, fewer than max-sessions + "
-		            "max-local-sessions (%u + %u) need; raise LimitNOFILE=",
-		            (unsigned long long)rl.rlim_cur, conf->max_sessions,
-		            conf->max_local_sessions);
+		log_warning(
+		    "Open files are limited to %llu, fewer than max-sessions + max-local-sessions + max-lingering (%u + %u + %u) need; raise LimitNOFILE=",
+		    (unsigned long long)rl.rlim_cur, conf->max_sessions, conf->max_local_sessions,
+		    conf->max_lingering);
 }
 
 void broker_number_keys(struct broker *b, const struct eb_conf *old, struct eb_conf *new)

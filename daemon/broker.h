@@ -72,6 +72,8 @@ struct broker {
 	unsigned n_local, n_network;  /* sessions over plain unix, and over TLS */
 	unsigned n_handshakes;        /* network sessions not yet authenticated */
 	struct handshakes handshakes; /* the same, oldest first, counted per address */
+	struct eb_list closing;       /* of session.closing_node: sessions ended, oldest first */
+	unsigned n_closing;           /* counted apart from the slots above (max-lingering) */
 	unsigned *user_sessions;      /* parallel to conf->users: sessions in HELLO or READY */
 	unsigned n_sessions_high; /* the most sessions at once since the heap was last trimmed */
 	struct eb_ratelimit peer_log[_PEER_LOG_MAX];

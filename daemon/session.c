@@ -192,11 +192,50 @@ int session_send(struct session *s, const struct eb_msg *m)
 	return 0;
 }
 
+/* A session that ends (refused at accept or after authentication, an ERROR either way) leaves
+ * its slot at once: while it lingers it is one of the broker's closing sessions, counted apart
+ * and bounded on their own (closing_trim()), so that refused peers holding their connections open
+ * take no slot from anyone. */
+static void closing_begin(struct session *s)
+{
+	struct broker *b = s->broker;
+
+	if (s->slot) {
+		s->slot = false;
+		if (s->local)
+			b->n_local--;
+		else
+			b->n_network--;
+	}
+	if (!s->closing_listed) {
+		eb_list_append(&b->closing, &s->closing_node);
+		s->closing_listed = true;
+		b->n_closing++;
+	}
+}
+
+/* Past max-lingering the oldest closing sessions go. Only from accept (session_new()): a session
+ * may end while the broker walks its sessions (a reload), and must not free others there. */
+static void closing_trim(struct broker *b)
+{
+	while (b->n_closing > b->conf->max_lingering) {
+		struct session *oldest = eb_list_first(&b->closing, struct session, closing_node);
+
+		log_peer(b, PEER_LOG_LIMIT, LOG_INFO,
+		         "Closing %s: more than %u ended sessions linger (max-lingering)",
+		         oldest->peer, b->conf->max_lingering);
+		session_free(oldest);
+	}
+}
+
 /* Every change of state goes through here, so that the broker's counts follow: a session counts
  * as a source or sink exactly while it is READY, and as a handshake while in HANDSHAKE, however
  * it leaves (an ERROR either way, a reload, a timeout, the peer going). */
 void session_set_state(struct session *s, enum session_state state)
 {
+	/* Also for a session refused at accept, which starts out CLOSING. */
+	if (state == SESSION_CLOSING)
+		closing_begin(s);
 	if (s->state == state)
 		return;
 	session_count(s, -1);
@@ -275,10 +314,9 @@ void session_free(struct session *s)
 	b = s->broker;
 	broker_cancel_get(b, &s->get);
 	session_set_state(s, SESSION_CLOSING);
-	if (s->local)
-		b->n_local--;
-	else
-		b->n_network--;
+	eb_list_remove(&b->closing, &s->closing_node);
+	s->closing_listed = false;
+	b->n_closing--;
 	eb_list_remove(&b->sessions, &s->node);
 	b->n_sessions--;
 	sd_event_source_disable_unref(s->io);
@@ -358,7 +396,8 @@ static void set_keepalive(int fd)
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
-int session_new(struct broker *b, int fd, bool tls, const char *listener, struct session **ret)
+static int session_accept(struct broker *b, int fd, bool tls, const char *listener,
+                          struct session **ret)
 {
 	struct session *s;
 	const char *limit;
@@ -379,6 +418,7 @@ int session_new(struct broker *b, int fd, bool tls, const char *listener, struct
 	eb_list_prepend(&b->sessions, &s->node);
 	b->n_sessions++;
 	b->n_sessions_high = MAX(b->n_sessions_high, b->n_sessions);
+	s->slot = true;
 	if (s->local)
 		b->n_local++;
 	else
@@ -455,6 +495,16 @@ fail:
 	return r;
 }
 
+int session_new(struct broker *b, int fd, bool tls, const char *listener, struct session **ret)
+{
+	int r = session_accept(b, fd, tls, listener, ret);
+
+	/* The session just made, if it was refused, is the newest closing one: never the oldest,
+	 * since max-lingering is at least 1. */
+	closing_trim(b);
+	return r;
+}
+
 void session_goodbye(struct session *s)
 {
 	struct eb_msg m = {.type = EB_MSG_ERROR, .error.code = EB_ERR_SHUTDOWN};
@@ -526,11 +576,17 @@ static void log_records(struct session *s)
 	    s->peer, session_user_name(s), EB_CONN_POST_HANDSHAKE_MAX);
 }
 
+/* What a peer may still send once it has its last message, and for how long. Enough for a HELLO
+ * or a PUT racing a refusal; a peer that streams on is not reading. */
+#define SESSION_LINGER_BYTES (64 * 1024)
+#define SESSION_LINGER_USEC  (2 * 1000000ULL)
+
 /* After the last frame to a peer (an ERROR), the broker does not close at once: data the peer
  * sent meanwhile (its HELLO, say, racing a refusal at accept) would make close() send a reset,
  * and the peer's read would fail before it saw the ERROR. So the session says close_notify (over
- * TLS), shuts its side down and reads what still comes, unread, until the peer closes too or the
- * closing timer ends it (session_set_state() arms it). Returns whether to keep waiting. */
+ * TLS), shuts its side down and reads what still comes, unread, until the peer closes too, or
+ * SESSION_LINGER_BYTES or SESSION_LINGER_USEC have passed (the closing timer, which
+ * session_set_state() armed for the flush, is shortened here). Returns whether to keep waiting. */
 static bool linger(struct session *s)
 {
 	int fd = eb_conn_fd(s->conn);
@@ -541,14 +597,25 @@ static bool linger(struct session *s)
 		if (shutdown(fd, SHUT_WR) < 0)
 			return false;
 		s->lingering = true;
+		if ((uint64_t)s->broker->conf->hello_timeout_s * 1000000ULL > SESSION_LINGER_USEC) {
+			(void)sd_event_source_set_time_relative(s->timer, SESSION_LINGER_USEC);
+			(void)sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
+		}
 	}
-	for (;;) {
-		ssize_t k = recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+	while (s->lingered < SESSION_LINGER_BYTES) {
+		ssize_t k = recv(fd, sink, MIN(sizeof(sink), SESSION_LINGER_BYTES - s->lingered),
+		                 MSG_DONTWAIT);
 
-		if (k > 0)
+		if (k > 0) {
+			s->lingered += (size_t)k;
 			continue;
+		}
+		/* A PUT's data may have come last: it is dropped, and wiped like any other. */
+		explicit_bzero(sink, sizeof(sink));
 		return k < 0 && (errno == EAGAIN || errno == EINTR);
 	}
+	explicit_bzero(sink, sizeof(sink));
+	return false; /* it had its share: close, with a reset if it still sends */
 }
 
 /* A peer's turn in the loop ends after this many TLS records, however many reads they took: one

@@ -61,6 +61,11 @@ struct session {
 	bool local;         /* plain unix, no TLS: counted apart from network sessions */
 	bool frame_started; /* frame_timer runs for the partial frame at rbuf's head */
 	bool lingering;     /* CLOSING: our side is shut, what the peer still sends is dropped */
+	size_t lingered;    /* bytes dropped so far, up to SESSION_LINGER_BYTES */
+	/* A session holds a slot (broker->n_local or n_network) from accept until it is CLOSING;
+	 * then it is one of broker->closing, counted apart (max-lingering), oldest first. */
+	bool slot, closing_listed;
+	struct eb_list_node closing_node;
 	struct peer_addr addr;
 	uint64_t accepted_usec;
 	char peer[128];       /* "tcp [::1]:40000", "unix pid=12 uid=1000" */

@@ -58,6 +58,8 @@ static const struct conf_item items[] = {
      offsetof(struct eb_conf, max_local_sessions), false, "a number 1..65536"},
     {CONF_SECTION_BROKER, "max-handshakes", parse_max_sessions,
      offsetof(struct eb_conf, max_handshakes), false, "a number 1..65536"},
+    {CONF_SECTION_BROKER, "max-lingering", parse_max_sessions,
+     offsetof(struct eb_conf, max_lingering), false, "a number 1..65536"},
     {CONF_SECTION_BROKER, "max-handshakes-per-address", parse_max_sessions,
      offsetof(struct eb_conf, max_handshakes_per_address), false, "a number 1..65536"},
     {CONF_SECTION_BROKER, "hello-timeout-sec", parse_timeout,

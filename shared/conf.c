@@ -23,6 +23,7 @@
 #define DEFAULT_MAX_SESSIONS   1024
 #define DEFAULT_MAX_LOCAL      256
 #define DEFAULT_MAX_HANDSHAKES 64
+#define DEFAULT_MAX_LINGERING  64
 #define DEFAULT_MAX_PER_ADDR   8
 #define DEFAULT_HELLO_S        10
 #define DEFAULT_FRAME_S        30
@@ -381,6 +382,7 @@ int eb_conf_new_default(struct eb_conf **ret)
 	    .max_sessions = DEFAULT_MAX_SESSIONS,
 	    .max_local_sessions = DEFAULT_MAX_LOCAL,
 	    .max_handshakes = DEFAULT_MAX_HANDSHAKES,
+	    .max_lingering = DEFAULT_MAX_LINGERING,
 	    .max_handshakes_per_address = DEFAULT_MAX_PER_ADDR,
 	    .hello_timeout_s = DEFAULT_HELLO_S,
 	    .frame_timeout_s = DEFAULT_FRAME_S,

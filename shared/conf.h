@@ -61,6 +61,7 @@ struct eb_conf {
 	unsigned max_sessions;         /* default 1024: over TCP, vsock and unix+tls, any state */
 	unsigned max_local_sessions;   /* default 256: over plain unix, apart from the above */
 	unsigned max_handshakes;       /* default 64: network sessions not yet authenticated */
+	unsigned max_lingering;        /* default 64: ended sessions lingering, counted apart */
 	unsigned max_handshakes_per_address; /* default 8: the same, per IPv4 address, IPv6 /64,
 	                                      * vsock CID or unix+tls process */
 	unsigned hello_timeout_s;            /* default 10: TLS and HELLO must be done by then */

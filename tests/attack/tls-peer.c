@@ -5,20 +5,21 @@
  * before the TCP FIN, or a bare EOF. It is OpenSSL alone, not libeb, so that no broker code
  * judges the broker; and without SSL_OP_IGNORE_UNEXPECTED_EOF, so that a bare EOF shows.
  *
- * Usage: attack-tls-peer HOST PORT USER KEYFILE put|garbage|hold|keyupdate=N [SOURCE-ADDRESS]
- *   put      a PUT, which a sink-only user may not send (ERROR FORBIDDEN)
- *   garbage  a frame header with an unknown type (ERROR PROTOCOL)
- *   keyupdate=N  for attack-keyupdate.py: after WELCOME, N TLS 1.3 KeyUpdate messages, each in
- *            a record of its own, written as fast as the socket takes them; prints
- *            "bytes SENT of TOTAL", "seconds S", and "close: closed" when the broker ended the
- *            session (before or after all were sent), "close: open" when it did not.
- *   hold     for test-reload.py: the handshake up to the client's Finished, which is held back
- *            (the broker has looked the key up and answered); prints "held" and waits for a
- *            line on stdin; then sends it and HELLO as a sink, and prints "welcome",
- *            "error CODE" or "closed" for what came back.
- * SOURCE-ADDRESS: an IPv4 address to connect from (the attack tests' attacker is 127.0.0.2).
- * Prints "welcome", "error CODE" and one of "close: close_notify", "close: eof",
- * "close: other ..."; exits 0 when it got that far, 1 otherwise. */
+ * Usage: attack-tls-peer HOST PORT USER KEYFILE put|garbage|hold|keyupdate=N|busy=N
+ * [SOURCE-ADDRESS] put      a PUT, which a sink-only user may not send (ERROR FORBIDDEN) garbage  a
+ * frame header with an unknown type (ERROR PROTOCOL) keyupdate=N  for attack-keyupdate.py: after
+ * WELCOME, N TLS 1.3 KeyUpdate messages, each in a record of its own, written as fast as the socket
+ * takes them; prints "bytes SENT of TOTAL", "seconds S", and "close: closed" when the broker ended
+ * the session (before or after all were sent), "close: open" when it did not. hold     for
+ * test-reload.py: the handshake up to the client's Finished, which is held back (the broker has
+ * looked the key up and answered); prints "held" and waits for a line on stdin; then sends it and
+ * HELLO as a sink, and prints "welcome", "error CODE" or "closed" for what came back. busy=N   for
+ * attack-refused.py: N sessions one after the other, each a handshake, HELLO as a sink and the
+ * broker's answer, all held open; then waits for a line on stdin and prints "welcome W", "refused
+ * R" (ERROR frames), "unanswered U" (no handshake or no answer) and "closed C": how many of the N
+ * the broker had closed by then. SOURCE-ADDRESS: an IPv4 address to connect from (the attack tests'
+ * attacker is 127.0.0.2). Prints "welcome", "error CODE" and one of "close: close_notify", "close:
+ * eof", "close: other ..."; exits 0 when it got that far, 1 otherwise. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
@@ -260,6 +261,58 @@ static int keyupdate_flood(SSL *ssl, int fd, unsigned long n)
 	return 0;
 }
 
+/* N sessions held open at once (see busy=N above). */
+static int busy(SSL_CTX *ctx, const char *host, const char *port, const char *from, unsigned long n)
+{
+	static const unsigned char hello[] = {1, 0, 0, 0, 0, 0, 0, 10, 0,
+	                                      1, 2, 0, 0, 0, 0, 0, 0,  0};
+	unsigned long welcome = 0, refused = 0, unanswered = 0, closed = 0;
+	int *fds = calloc(n, sizeof(int));
+	unsigned char payload[64];
+	char line[16];
+
+	if (!fds)
+		return 1;
+	for (unsigned long i = 0; i < n; i++) {
+		SSL *ssl = SSL_new(ctx);
+		int t = -1;
+
+		fds[i] = connect_to(host, port, from);
+		if (ssl && fds[i] >= 0 && SSL_set_fd(ssl, fds[i]) && SSL_connect(ssl) == 1 &&
+		    write_all(ssl, hello, sizeof(hello)) == 0)
+			t = read_frame(ssl, payload, sizeof(payload));
+		if (t == 2)
+			welcome++;
+		else if (t == 11)
+			refused++;
+		else
+			unanswered++;
+		/* The SSL goes, the connection stays: nothing more is said on it. */
+		SSL_free(ssl);
+	}
+	printf("held\n");
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		line[0] = '\0';
+	for (unsigned long i = 0; i < n; i++) {
+		char buf[4096];
+		ssize_t k;
+
+		if (fds[i] < 0)
+			continue;
+		/* What is left unread (an alert, a close_notify) comes first; then the end. */
+		while ((k = recv(fds[i], buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+			;
+		if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+			closed++;
+		close(fds[i]);
+	}
+	free(fds);
+	printf("welcome %lu\nrefused %lu\nunanswered %lu\nclosed %lu\n", welcome, refused,
+	       unanswered, closed);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const unsigned char hello[] = {1, 0, 0, 0, 0, 0, 0, 10, /* header: HELLO, 10 bytes */
@@ -273,8 +326,17 @@ int main(int argc, char **argv)
 	SSL_CTX *ctx;
 	SSL *ssl;
 	size_t got;
-	unsigned long keyupdates = 0;
+	unsigned long keyupdates = 0, sessions = 0;
 	int fd, t, r, e;
+
+	if (argc >= 6 && strncmp(argv[5], "busy=", strlen("busy=")) == 0) {
+		char *end;
+
+		errno = 0;
+		sessions = strtoul(argv[5] + strlen("busy="), &end, 10);
+		if (errno != 0 || *end != '\0' || sessions > 100000)
+			sessions = 0;
+	}
 
 	if (argc >= 6 && strncmp(argv[5], "keyupdate=", strlen("keyupdate=")) == 0) {
 		char *end;
@@ -286,9 +348,9 @@ int main(int argc, char **argv)
 	}
 	if ((argc != 6 && argc != 7) || strlen(argv[3]) == 0 || strlen(argv[3]) >= sizeof(user) ||
 	    (strcmp(argv[5], "put") != 0 && strcmp(argv[5], "garbage") != 0 &&
-	     strcmp(argv[5], "hold") != 0 && keyupdates == 0)) {
+	     strcmp(argv[5], "hold") != 0 && keyupdates == 0 && sessions == 0)) {
 		fprintf(stderr,
-		        "Usage: %s HOST PORT USER KEYFILE put|garbage|hold|keyupdate=N "
+		        "Usage: %s HOST PORT USER KEYFILE put|garbage|hold|keyupdate=N|busy=N "
 		        "[SOURCE-ADDRESS]\n",
 		        argv[0]);
 		return 2;
@@ -305,6 +367,8 @@ int main(int argc, char **argv)
 	    !SSL_CTX_set_ciphersuites(ctx, "TLS_AES_256_GCM_SHA384"))
 		return 1;
 	SSL_CTX_set_psk_use_session_callback(ctx, use_session);
+	if (sessions > 0)
+		return busy(ctx, argv[1], argv[2], argc == 7 ? argv[6] : NULL, sessions);
 	fd = connect_to(argv[1], argv[2], argc == 7 ? argv[6] : NULL);
 	if (fd < 0) {
 		fprintf(stderr, "%s: cannot connect to %s port %s\n", argv[0], argv[1], argv[2]);
