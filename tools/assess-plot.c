@@ -118,15 +118,15 @@ static void text(cairo_t *cr, double x, double y, double ax, double ay, const ch
 	cairo_show_text(cr, s);
 }
 
-static struct frame frame_draw(cairo_t *cr, double x, double y, double w, double h,
-                               const char *title, const char *xlabel, const char *ylabel)
+/* The frame around plot area f on a canvas w wide, with the title centred above and the axis
+ * labels below and left. */
+static struct frame frame_draw_area(cairo_t *cr, struct frame f, double w, const char *title,
+                                    const char *xlabel, const char *ylabel)
 {
-	struct frame f = {x + M_LEFT, y + M_TOP, w - M_LEFT - M_RIGHT, h - M_TOP - M_BOTTOM};
-
-	text(cr, x + w / 2, y + 8, 0.5, 0, title);
+	text(cr, w / 2, f.y - M_TOP + 8, 0.5, 0, title);
 	text(cr, f.x + f.w / 2, f.y + f.h + 26, 0.5, 0, xlabel);
 	cairo_save(cr);
-	cairo_translate(cr, x + 12, f.y + f.h / 2);
+	cairo_translate(cr, 12, f.y + f.h / 2);
 	cairo_rotate(cr, -M_PI / 2);
 	text(cr, 0, 0, 0.5, 0, ylabel);
 	cairo_restore(cr);
@@ -137,10 +137,19 @@ static struct frame frame_draw(cairo_t *cr, double x, double y, double w, double
 	return f;
 }
 
+static struct frame frame_draw(cairo_t *cr, double x, double y, double w, double h,
+                               const char *title, const char *xlabel, const char *ylabel)
+{
+	struct frame f = {x + M_LEFT, y + M_TOP, w - M_LEFT - M_RIGHT, h - M_TOP - M_BOTTOM};
+
+	return frame_draw_area(cr, f, w, title, xlabel, ylabel);
+}
+
 /* A tick and its label below the frame at value v of [0, max] along x, or left of it along y. */
 static void tick_x(cairo_t *cr, const struct frame *f, double v, double max, const char *label)
 {
-	double x = f->x + v / max * f->w;
+	/* On a pixel's centre: a 1-pixel line there is one sharp column, not two grey ones. */
+	double x = floor(f->x + v / max * f->w) + 0.5;
 
 	cairo_set_source_rgb(cr, 0, 0, 0);
 	cairo_move_to(cr, x, f->y + f->h);
@@ -151,7 +160,7 @@ static void tick_x(cairo_t *cr, const struct frame *f, double v, double max, con
 
 static void tick_y(cairo_t *cr, const struct frame *f, double v, double max, const char *label)
 {
-	double y = f->y + f->h - v / max * f->h;
+	double y = floor(f->y + f->h - v / max * f->h) + 0.5;
 
 	cairo_set_source_rgb(cr, 0, 0, 0);
 	cairo_move_to(cr, f->x - 4, y);
@@ -180,13 +189,30 @@ static void tick_label(char *buf, size_t size, double v)
 	snprintf(buf, size, "%.0f", v);
 }
 
+/* A step of 1, 2 or 5 times a power of ten that cuts [0, max] into at most about n parts. */
+static double nice_step(double max, unsigned n)
+{
+	double raw = max / n, p = pow(10, floor(log10(raw)));
+
+	if (raw <= p)
+		return p;
+	if (raw <= 2 * p)
+		return 2 * p;
+	if (raw <= 5 * p)
+		return 5 * p;
+	return 10 * p;
+}
+
 int assess_plot_histogram(const struct assess_stats *st, const char *title, const char *path)
 {
 	_cleanup_(surface_freep) cairo_surface_t *surface = NULL;
 	_cleanup_(context_freep) cairo_t *cr = NULL;
-	double max = 0, expected = (double)st->bytes / 256.0;
-	struct frame f;
-	char buf[32];
+	double max = 0, expected = (double)st->bytes / 256.0, step;
+	/* Each value a bar of whole pixels, drawn without antialiasing: no bar is smeared into
+	 * its neighbours, and no band appears that the data does not have. */
+	struct frame f = {M_LEFT, M_TOP, 256 * ASSESS_HISTOGRAM_BAR,
+	                  ASSESS_HISTOGRAM_HEIGHT - M_TOP - M_BOTTOM};
+	char buf[48];
 	int r;
 
 	r = canvas(ASSESS_HISTOGRAM_WIDTH, ASSESS_HISTOGRAM_HEIGHT, &surface, &cr);
@@ -194,25 +220,32 @@ int assess_plot_histogram(const struct assess_stats *st, const char *title, cons
 		return r;
 	for (unsigned v = 0; v < 256; v++)
 		max = MAX(max, (double)st->count[v]);
-	max = MAX(max, expected) * 1.08;
+	max = MAX(MAX(max, expected) * 1.08, 1);
 
-	f = frame_draw(cr, 0, 0, ASSESS_HISTOGRAM_WIDTH, ASSESS_HISTOGRAM_HEIGHT, title,
-	               "byte value", "count");
+	f = frame_draw_area(cr, f, ASSESS_HISTOGRAM_WIDTH, title, "byte value", "count");
+	cairo_save(cr);
+	cairo_set_antialias(cr, CAIRO_ANTIALIAS_NONE);
 	cairo_set_source_rgb(cr, 0.2, 0.35, 0.7);
 	for (unsigned v = 0; v < 256; v++) {
-		double h = (double)st->count[v] / max * f.h;
+		double h = round((double)st->count[v] / max * f.h);
 
-		cairo_rectangle(cr, f.x + v * f.w / 256.0, f.y + f.h - h, f.w / 256.0, h);
+		cairo_rectangle(cr, f.x + v * ASSESS_HISTOGRAM_BAR, f.y + f.h - h,
+		                ASSESS_HISTOGRAM_BAR, h);
 	}
 	cairo_fill(cr);
+	cairo_restore(cr);
 	level(cr, &f, expected, max);
+	snprintf(buf, sizeof(buf), "expected %.0f", expected);
+	text(cr, f.x + f.w - 4, f.y + f.h - expected / max * f.h - 3, 1, 1, buf);
 	for (unsigned v = 0; v <= 256; v += 64) {
 		tick_label(buf, sizeof(buf), MIN(v, 255u));
 		tick_x(cr, &f, v, 256, buf);
 	}
-	tick_y(cr, &f, 0, max, "0");
-	tick_label(buf, sizeof(buf), expected);
-	tick_y(cr, &f, expected, max, buf);
+	step = nice_step(max, 5);
+	for (double v = 0; v <= max; v += step) {
+		tick_label(buf, sizeof(buf), v);
+		tick_y(cr, &f, v, max, buf);
+	}
 	r = status_to_errno(cairo_status(cr));
 	if (r < 0)
 		return r;
@@ -221,6 +254,8 @@ int assess_plot_histogram(const struct assess_stats *st, const char *title, cons
 
 int assess_plot_pairs(const uint8_t *s, size_t n, const char *title, const char *path)
 {
+	const struct frame pairs_area = {M_LEFT, M_TOP, 256 * ASSESS_PAIRS_CELL,
+	                                 256 * ASSESS_PAIRS_CELL};
 	_cleanup_(surface_freep) cairo_surface_t *surface = NULL;
 	_cleanup_(context_freep) cairo_t *cr = NULL;
 	_cleanup_free_ uint32_t *count = NULL;
@@ -242,9 +277,13 @@ int assess_plot_pairs(const uint8_t *s, size_t n, const char *title, const char 
 	r = canvas(ASSESS_PAIRS_WIDTH, ASSESS_PAIRS_HEIGHT, &surface, &cr);
 	if (r < 0)
 		return r;
-	f = frame_draw(cr, 0, 0, ASSESS_PAIRS_WIDTH, ASSESS_PAIRS_HEIGHT, title, "first byte",
-	               "second byte");
-	/* Grey by count, black at the most common pair; y grows upwards as on paper. */
+	f = frame_draw_area(cr, pairs_area, ASSESS_PAIRS_WIDTH, title, "first byte", "second byte");
+	/* Grey by count, black at the most common pair; y grows upwards as on paper. Each pair
+	 * is a cell of whole pixels at whole-pixel coordinates, filled without antialiasing: a
+	 * cell of a fraction of a pixel would blend with its neighbours in bands that beat
+	 * across the square, which the data does not have. */
+	cairo_save(cr);
+	cairo_set_antialias(cr, CAIRO_ANTIALIAS_NONE);
 	for (unsigned x = 0; x < 256; x++)
 		for (unsigned y = 0; y < 256; y++) {
 			uint32_t c = count[x << 8 | y];
@@ -254,11 +293,12 @@ int assess_plot_pairs(const uint8_t *s, size_t n, const char *title, const char 
 				continue;
 			g = 0.85 * (1.0 - (double)c / max);
 			cairo_set_source_rgb(cr, g, g, g);
-			cairo_rectangle(cr, f.x + x * f.w / 256.0,
-			                f.y + f.h - (y + 1) * f.h / 256.0, f.w / 256.0,
-			                f.h / 256.0);
+			cairo_rectangle(cr, f.x + x * ASSESS_PAIRS_CELL,
+			                f.y + f.h - (y + 1) * ASSESS_PAIRS_CELL, ASSESS_PAIRS_CELL,
+			                ASSESS_PAIRS_CELL);
 			cairo_fill(cr);
 		}
+	cairo_restore(cr);
 	for (unsigned v = 0; v <= 256; v += 64) {
 		tick_label(buf, sizeof(buf), MIN(v, 255u));
 		tick_x(cr, &f, v, 256, buf);

@@ -10,9 +10,11 @@ struct assess_stats;
 struct assess_health;
 
 /* The images' sizes in pixels, which eb-assess(1) states. */
-#define ASSESS_HISTOGRAM_WIDTH  800
+#define ASSESS_HISTOGRAM_BAR    3   /* pixels per byte value */
+#define ASSESS_HISTOGRAM_WIDTH  860 /* 256 bars of 3 pixels and the margins */
 #define ASSESS_HISTOGRAM_HEIGHT 400
-#define ASSESS_PAIRS_WIDTH      600 /* each byte pair is a 2 x 2 cell of a 512 x 512 square */
+#define ASSESS_PAIRS_CELL       2 /* each byte pair is a 2 x 2 cell of a 512 x 512 square */
+#define ASSESS_PAIRS_WIDTH      600
 #define ASSESS_PAIRS_HEIGHT     600
 #define ASSESS_HEALTH_WIDTH     800
 #define ASSESS_HEALTH_HEIGHT    500

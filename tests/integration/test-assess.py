@@ -16,7 +16,9 @@ from eblib import Broker, check, main, need, prog, run
 
 SAMPLES = 200000
 # The sizes eb-assess(1) states.
-SIZES = {"histogram.png": (800, 400), "pairs.png": (600, 600), "health.png": (800, 500)}
+SIZES = {"histogram.png": (860, 400), "pairs.png": (600, 600), "health.png": (800, 500)}
+# Where pairs.png's 256 x 256 cells are, 2 x 2 whole pixels each (tools/assess-plot.[ch]).
+PAIRS_X, PAIRS_Y, PAIRS_CELL = 70, 34, 2
 
 
 def png_size(path):
@@ -45,6 +47,85 @@ def png_size(path):
     check(len(rows) == h * (1 + w * channels * depth // 8),
           f"{os.path.basename(path)}: image data holds {h} rows of {w} pixels")
     return w, h
+
+
+def png_pixels(path):
+    """The RGB pixels of an 8-bit RGB or RGBA PNG, rows of (r, g, b) tuples, unfiltered as
+    the PNG specification's section 9 says."""
+    with open(path, "rb") as f:
+        data = f.read()
+    pos, idat, ihdr = 8, b"", None
+    while pos + 12 <= len(data):
+        length, ctype = struct.unpack(">I4s", data[pos:pos + 8])
+        if ctype == b"IHDR":
+            ihdr = data[pos + 8:pos + 8 + length]
+        elif ctype == b"IDAT":
+            idat += data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+    w, h, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", ihdr)
+    check(depth == 8 and color in (2, 6) and interlace == 0,
+          f"{os.path.basename(path)} is 8-bit RGB(A), not interlaced")
+    bpp = 3 if color == 2 else 4
+    raw, stride, prev, rows = zlib.decompress(idat), w * bpp, bytearray(w * bpp), []
+    for y in range(h):
+        ftype, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if ftype == 1:
+                line[i] = (line[i] + a) & 0xff
+            elif ftype == 2:
+                line[i] = (line[i] + b) & 0xff
+            elif ftype == 3:
+                line[i] = (line[i] + (a + b) // 2) & 0xff
+            elif ftype == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xff
+        rows.append([tuple(line[x * bpp:x * bpp + 3]) for x in range(w)])
+        prev = line
+    return rows
+
+
+def check_pairs_plot(png, data):
+    """pairs.png shows exactly the data's pair counts: each cell a uniform block of whole pixels
+    in the grey its count gives, so its row averages cannot beat with a period of their own."""
+    rows = png_pixels(png)
+    count = [0] * 65536
+    for i in range(0, len(data) - 1, 2):
+        count[data[i] << 8 | data[i + 1]] += 1
+    top = max(count)
+    worst, mixed, row_means = 0, 0, []
+    for y in range(256):
+        py = PAIRS_Y + (255 - y) * PAIRS_CELL  # y grows upwards
+        for x in range(256):
+            c = count[x << 8 | y]
+            want = 255 if c == 0 else round(255 * 0.85 * (1 - c / top))
+            px = PAIRS_X + x * PAIRS_CELL
+            block = {rows[py + j][px + i] for j in range(PAIRS_CELL) for i in range(PAIRS_CELL)}
+            if len(block) != 1:
+                mixed += 1
+            worst = max(worst, max(abs(v - want) for p in block for v in p))
+    for py in range(PAIRS_Y, PAIRS_Y + 256 * PAIRS_CELL):
+        row_means.append(sum(p[0] for p in rows[py][PAIRS_X:PAIRS_X + 256 * PAIRS_CELL]) / 512)
+    check(mixed == 0, f"pairs.png: every cell is one uniform {PAIRS_CELL} x {PAIRS_CELL} block "
+          f"({mixed} of 65536 are not)")
+    check(worst <= 1, f"pairs.png: every cell is the grey of its pair's count (off by {worst})")
+    # Row means of cells drawn from the counts alone: the spread is the data's, no beat.
+    expect = []
+    for y in range(256):
+        cells = [255 if count[x << 8 | y] == 0 else 255 * 0.85 * (1 - count[x << 8 | y] / top)
+                 for x in range(256)]
+        expect += [sum(cells) / 256] * PAIRS_CELL
+    expect.reverse()
+    dev = max(abs(a - b) for a, b in zip(row_means, expect))
+    mean = sum(row_means) / len(row_means)
+    var = sum((m - mean) ** 2 for m in row_means) / len(row_means)
+    emean = sum(expect) / len(expect)
+    evar = sum((m - emean) ** 2 for m in expect) / len(expect)
+    print(f"# pairs.png row means: variance {var:.3f}, the data's {evar:.3f}; max deviation "
+          f"{dev:.3f}")
+    check(dev <= 1, f"pairs.png: each row's mean is the data's (max deviation {dev:.2f} grey levels)")
 
 
 def assess(path, plots):
@@ -98,6 +179,21 @@ def test():
         err = p.stderr.decode()
         check(p.returncode != 0 and "Is a directory" in err and tmp in err,
               f"eb-assess on a directory says so ({p.returncode}: {err.strip()})")
+        # 1 MB of /dev/urandom: the pairs plot shows its counts and nothing else.
+        rnd = os.path.join(tmp, "urandom")
+        with open("/dev/urandom", "rb") as f:
+            data = f.read(1 << 20)
+        with open(rnd, "wb") as f:
+            f.write(data)
+        rplots = os.path.join(tmp, "urandom-plots")
+        os.mkdir(rplots)
+        assess(rnd, rplots)
+        check_pairs_plot(os.path.join(rplots, "pairs.png"), data)
+        # The histogram's count axis has ticks at round numbers, not only 0 and the expected
+        # count: tick marks are dark pixels just left of the frame (x 66-69).
+        hist = png_pixels(os.path.join(rplots, "histogram.png"))
+        ticks = [y for y in range(1, len(hist)) if sum(hist[y][67]) < 200 <= sum(hist[y - 1][67])]
+        check(len(ticks) >= 4, f"histogram.png: the count axis has {len(ticks)} ticks")
         # A capture of eb-source-jitter, the way docs/sources.md's figures are taken.
         raw = os.path.join(tmp, "jitter.raw")
         p = run([prog("eb-source-jitter"), "-b", b.unix, "--dump-raw", raw, "--samples",
