@@ -46,8 +46,56 @@ def verify(tmp, names):
     return run(["systemd-analyze", "verify", "--man=no", *[os.path.join(tmp, n) for n in names]])
 
 
+ENV_NAMES = ("source.env", "sink.env", "seed.env", "metrics.env")
+# Old names, still read after the new one in the same unit.
+ENV_OLD = {"eb-sink-kernel.env": "sink.env", "eb-seed.env": "seed.env"}
+
+
+def check_env_files():
+    """One name per kind of unit for the environment files, each shipped as a commented example
+    (installed by meson and by the Debian package) and named in the man pages; old names only
+    as a second, optional line after the new one."""
+    seen = set()
+    for path in sorted(glob.glob(os.path.join(SRC, "units", "*"))):
+        with open(path) as f:
+            files = re.findall(r"^EnvironmentFile=(-?)(\S+)$", f.read(), flags=re.M)
+        names = [os.path.basename(p) for _, p in files]
+        for (opt, p), name in zip(files, names):
+            check(os.path.dirname(p) == "/etc/entropy-broker" and
+                  (name in ENV_NAMES or (name in ENV_OLD and opt == "-" and
+                                         ENV_OLD[name] in names[:names.index(name)])),
+                  f"{os.path.basename(path)}: EnvironmentFile={opt}{p} is one of {ENV_NAMES} "
+                  "(or an old name, optional, after its new one)")
+            seen.add(name)
+    check(set(ENV_NAMES) <= seen, f"every name is used ({sorted(seen)})")
+    with open(os.path.join(SRC, "etc", "meson.build")) as f:
+        meson = f.read()
+    debian = ""
+    for p in glob.glob(os.path.join(SRC, "debian", "*.install")):
+        with open(p) as f:
+            debian += f.read()
+    man = ""
+    for p in glob.glob(os.path.join(SRC, "docs", "man", "*")):
+        with open(p) as f:
+            man += f.read()
+    for name in ENV_NAMES:
+        with open(os.path.join(SRC, "etc", name)) as f:
+            lines = [l for l in f.read().splitlines() if l.strip()]
+        check(lines and all(l.startswith("#") for l in lines) and any("=" in l for l in lines),
+              f"etc/{name} is a commented example")
+        check(f"'{name}'" in meson and "usr/share/doc/entropy-broker/examples/*.env" in debian,
+              f"{name}'s example is installed (meson) and packaged (debian/*.install)")
+        check(f"/etc/entropy-broker/{name}" in man,
+              f"a man page names /etc/entropy-broker/{name}")
+    # The kernel's output must not come back to it with credit: the two units exclude each other.
+    with open(os.path.join(SRC, "units", "eb-sink-kernel.service.in")) as f:
+        check(re.search(r"^Conflicts=eb-source-kernel\.service$", f.read(), flags=re.M),
+              "eb-sink-kernel.service conflicts with eb-source-kernel.service")
+
+
 def test():
     need("systemd-analyze")
+    check_env_files()
     tmp = tempfile.mkdtemp(prefix="eb-units-")
     try:
         names = units(tmp)
