@@ -76,6 +76,9 @@ void *upstream_thread(void *arg)
 	data = malloc(EB_DATA_MAX);
 	if (!note || !data)
 		goto out; /* the loop sees its end close and says so */
+	/* The loop stops the thread by shutting its end: every wait on the upstream ends then,
+	 * within the poll, whatever the upstream sends meanwhile (a WAKE flood held a stop 15 s). */
+	eb_client_set_cancel(t->client, t->fd, POLLRDHUP);
 
 	for (;;) {
 		struct up_cmd cmd;
@@ -120,7 +123,6 @@ void *upstream_thread(void *arg)
 			}
 			connected = true;
 			revalidate = false;
-			eb_backoff_reset(&backoff);
 			(void)send_note(t->fd, note, UP_NOTE_CONNECTED, 0, NULL, 0,
 			                eb_client_broker(t->client));
 		}
@@ -132,6 +134,10 @@ void *upstream_thread(void *arg)
 		r = eb_client_request(t->client, bytes, EB_GET_FULL);
 		if (r >= 0)
 			r = eb_client_receive(t->client, data, EB_DATA_MAX, &len, &bits, &retry_ms);
+		/* Only an answer resets the back-off: an upstream that takes HELLO and then ends
+		 * every session with an ERROR is retried on the back-off's schedule. */
+		if (r >= 0 || r == -EAGAIN || r == -EDQUOT)
+			eb_backoff_reset(&backoff);
 		if (r >= 0) {
 			r = send_note(t->fd, note, UP_NOTE_DATA, bits, data, len, NULL);
 			explicit_bzero(data, len);
@@ -149,6 +155,8 @@ void *upstream_thread(void *arg)
 		}
 		eb_client_disconnect(t->client);
 		connected = false;
+		if (r == -ECANCELED)
+			break;
 		wait_ms = (int)eb_backoff_next(&backoff);
 		(void)send_note(t->fd, note, UP_NOTE_FAILED, 0, NULL, 0,
 		                eb_client_last_error(t->client));

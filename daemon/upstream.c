@@ -2,6 +2,7 @@
 /* The event loop's side of [upstream]: when to draw, and crediting what the thread hands over. */
 #include "upstream.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -16,6 +17,7 @@
 #include "broker.h"
 #include "chain.h"
 #include "client.h"
+#include "health.h"
 #include "log.h"
 #include "macro.h"
 #include "pool.h"
@@ -44,6 +46,11 @@ struct upstream {
 	uint64_t chain[EB_CHAIN_MAX];
 	int n_chain; /* what the thread was told last */
 	uint64_t bits_in, bytes_in;
+	/* The upstream's bytes pass SP 800-90B's RCT and APT as 8-bit samples claimed at 8 bits
+	 * each, as a source's samples do at their claim: what the upstream vouches for is full
+	 * entropy, and a run of zeros is not. */
+	struct eb_health health;
+	uint64_t health_episodes; /* logged so far */
 	char last_broker[EB_TEXT_MAX + 64], last_failure[EB_TEXT_MAX + 64];
 	uint8_t *buf; /* one record */
 };
@@ -124,14 +131,40 @@ void upstream_get_view(const struct upstream *u, struct upstream_view *ret)
 	};
 }
 
+/* The bits of a DATA its bytes may carry: what the upstream vouched for (at most 8 a byte; the
+ * codec refuses more), and only for the bytes the health tests passed. Logs the start and the end
+ * of a failure episode, once each. */
+static uint32_t health_credit(struct upstream *u, const struct up_note *h, const uint8_t *data)
+{
+	struct eb_health_failure f;
+	size_t ok = 0;
+	bool failed_before = eb_health_get_state(&u->health) == EB_HEALTH_FAILED;
+
+	if (eb_health_feed(&u->health, data, h->len, &ok) < 0)
+		return 0; /* no 8-bit sample is too wide: cannot happen */
+	if (u->health.episodes > u->health_episodes && eb_health_get_failure(&u->health, &f) >= 0) {
+		u->health_episodes = u->health.episodes;
+		log_warning("Upstream %s: its bytes failed the %s health test (cutoff %u, count %u, "
+		            "value 0x%02x); crediting nothing from upstream until %u clean bytes",
+		            u->last_broker, eb_health_test_to_string(f.test), f.cutoff, f.count,
+		            f.value, EB_HEALTH_STARTUP_SAMPLES);
+	} else if (failed_before && eb_health_get_state(&u->health) == EB_HEALTH_OK)
+		log_notice("Upstream %s: %u clean bytes after a health-test failure; crediting "
+		           "again",
+		           u->last_broker, EB_HEALTH_STARTUP_SAMPLES);
+	return (uint32_t)MIN((uint64_t)h->bits, 8 * (uint64_t)ok);
+}
+
 static void take_data(struct upstream *u, const struct up_note *h, const uint8_t *data)
 {
 	uint64_t credited = 0;
+	uint32_t bits;
 	int r;
 
-	/* Credit is what the upstream vouched for in its DATA, never more: broker_put() clamps
-	 * it to 8 bits a byte and to the room below capacity. */
-	r = broker_put(u->b, data, h->len, h->bits, &credited);
+	/* Credit is what the upstream vouched for in its DATA and the health tests let through,
+	 * never more: broker_put() clamps it to 8 bits a byte and to the room below capacity. */
+	bits = h->bits > 8 * (uint64_t)h->len ? 0 : health_credit(u, h, data);
+	r = broker_put(u->b, data, h->len, bits, &credited);
 	if (r < 0) {
 		log_error_errno(r, "Failed to add what the upstream sent to the pool: %m");
 		return;
@@ -277,6 +310,8 @@ int upstream_new(struct broker *b, struct upstream **ret)
 		if (eb_uri_parse(c->brokers[i], &uri) >= 0 && uri.kind == EB_URI_TCP)
 			u->tcp = true;
 	}
+	r = eb_health_init(&u->health, 8.0, 8);
+	assert(r >= 0); /* H = 8 for 8-bit samples is in range */
 	u->n_chain = -1;
 	u->buf = malloc(UP_NOTE_MAX);
 	if (!u->buf) {

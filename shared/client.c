@@ -2,6 +2,7 @@
 #include "client.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,15 @@
 #include "time-util.h"
 #include "tls.h"
 #include "uri.h"
+
+/* SLEEP and WAKE frames taken while waiting for one answer (or while asleep) before the broker is
+ * judged to flood: a broker sends one at a threshold, and one more at the other. */
+#define UNASKED_MAX 16
+/* How long a DATA of 0 bytes is taken to ask a sink to wait, as an EMPTY would: the protocol
+ * allows it, but asking again at once would spin against a broker that sends nothing else. */
+#define ZERO_DATA_RETRY_MS 1000
+/* The longest SLEEP honoured; the protocol leaves clamping retry_ms to the client. */
+#define SLEEP_MAX_MS (10 * 60 * 1000)
 
 struct eb_client {
 	struct eb_uri uris[EB_CLIENT_BROKERS_MAX];
@@ -34,6 +44,7 @@ struct eb_client {
 	struct ssl_ctx_st *tls; /* NULL when no broker needs TLS */
 	struct eb_conn *conn;
 	unsigned puts_in_flight, gets_in_flight;
+	uint32_t asked[EB_CLIENT_GETS_MAX]; /* the bytes each GET in flight asked for, oldest first */
 	bool asleep;
 	uint64_t wake_deadline_ms;
 	uint64_t connect_deadline_ms; /* while eb_client_connect_retry() runs with one; else 0 */
@@ -41,6 +52,14 @@ struct eb_client {
 	char last_error[EB_TEXT_MAX + 64];
 	eb_client_watch_t watch;
 	void *watch_userdata;
+	uint64_t deadline_ms; /* eb_client_set_deadline(); 0: none */
+	int cancel_fd;        /* eb_client_set_cancel(); -EBADF: none */
+	short cancel_events;
+	/* A connection that ended before the broker answered anything (an ERROR storm, a broker
+	 * that closes at once) makes the next connect wait on this backoff, so that reconnecting
+	 * is never a loop; an answer resets it. */
+	struct eb_backoff backoff;
+	bool served, unserved_end;
 
 	uint8_t buf[EB_FRAME_MAX];
 };
@@ -77,6 +96,8 @@ int eb_client_new(const struct eb_client_options *o, struct eb_client **ret, cha
 	if (!c)
 		return -ENOMEM;
 	c->current = -1;
+	c->cancel_fd = -EBADF;
+	c->backoff = EB_BACKOFF_INIT(EB_BACKOFF_RECONNECT_MIN_MS, EB_BACKOFF_RECONNECT_MAX_MS);
 	c->roles = o->roles;
 	c->claim = o->claim_mbits_per_byte;
 	c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : EB_CLIENT_TIMEOUT_MS;
@@ -160,6 +181,23 @@ void eb_client_disconnect(struct eb_client *c)
 	c->conn = eb_conn_free(c->conn);
 	c->puts_in_flight = c->gets_in_flight = 0;
 	c->asleep = false;
+	c->unserved_end = !c->served;
+	if (c->served)
+		eb_backoff_reset(&c->backoff);
+	c->served = false;
+}
+
+/* What a wait of timeout_ms may last, given the caller's deadline (eb_client_set_deadline()) and
+ * that of eb_client_connect_retry(): at least 1 ms, so that a deadline passed is -ETIMEDOUT. */
+static int bounded(const struct eb_client *c, int timeout_ms)
+{
+	uint64_t now = eb_now_ms(), t = (uint64_t)MAX(timeout_ms, 1);
+
+	if (c->deadline_ms)
+		t = MIN(t, c->deadline_ms > now ? c->deadline_ms - now : 1);
+	if (c->connect_deadline_ms)
+		t = MIN(t, c->connect_deadline_ms > now ? c->connect_deadline_ms - now : 1);
+	return (int)t;
 }
 
 struct eb_client *eb_client_free(struct eb_client *c)
@@ -194,7 +232,7 @@ static int send_msg(struct eb_client *c, const struct eb_msg *m)
 	if (n < 0)
 		return n;
 	eb_sigpipe_block(&g);
-	r = eb_conn_write_full(c->conn, c->buf, (size_t)n, c->timeout_ms);
+	r = eb_conn_write_full(c->conn, c->buf, (size_t)n, bounded(c, c->timeout_ms));
 	eb_sigpipe_restore(&g);
 	if (m->type == EB_MSG_PUT)
 		explicit_bzero(c->buf, (size_t)n);
@@ -229,9 +267,11 @@ static int read_msg(struct eb_client *c, int timeout_ms, struct eb_msg *ret)
 	struct eb_frame f;
 	int r;
 
-	r = eb_conn_read_full(c->conn, c->buf, EB_FRAME_HEADER_SIZE, timeout_ms);
+	r = eb_conn_read_full(c->conn, c->buf, EB_FRAME_HEADER_SIZE, bounded(c, timeout_ms));
 	if (r == -ETIMEDOUT)
 		return r;
+	if (r == -ECANCELED)
+		return fail(c, r, "stopped");
 	if (r < 0)
 		return fail(c, r, r == -ECONNRESET ? "the broker closed the connection" : NULL);
 	/* The header says how much to read next; the codec judges it before a byte more is. */
@@ -240,9 +280,10 @@ static int read_msg(struct eb_client *c, int timeout_ms, struct eb_msg *ret)
 		return fail(c, r, "the broker sent an oversized frame");
 	if (r < 0)
 		return fail(c, -EBADMSG, "the broker sent a malformed frame");
-	r = eb_conn_read_full(c->conn, c->buf + EB_FRAME_HEADER_SIZE, f.length, c->timeout_ms);
+	r = eb_conn_read_full(c->conn, c->buf + EB_FRAME_HEADER_SIZE, f.length,
+	                      bounded(c, c->timeout_ms));
 	if (r < 0)
-		return fail(c, r, NULL);
+		return fail(c, r, r == -ECANCELED ? "stopped" : NULL);
 	f.payload = c->buf + EB_FRAME_HEADER_SIZE;
 	r = eb_msg_decode(&f, ret);
 	if (r < 0)
@@ -252,7 +293,7 @@ static int read_msg(struct eb_client *c, int timeout_ms, struct eb_msg *ret)
 		return broker_error(c, &ret->error);
 	case EB_MSG_SLEEP:
 		c->asleep = true;
-		c->wake_deadline_ms = eb_now_ms() + ret->retry.retry_ms;
+		c->wake_deadline_ms = eb_now_ms() + MIN(ret->retry.retry_ms, (uint32_t)SLEEP_MAX_MS);
 		return 1;
 	case EB_MSG_WAKE:
 		c->asleep = false;
@@ -276,15 +317,23 @@ static int read_msg(struct eb_client *c, int timeout_ms, struct eb_msg *ret)
 	return 0;
 }
 
-/* Reads the next message that is not SLEEP or WAKE. */
+/* Reads the next message that is not SLEEP or WAKE, within timeout_ms in all: a broker that
+ * sends SLEEP or WAKE without end neither holds the caller past its time nor keeps it busy. */
 static int read_answer(struct eb_client *c, int timeout_ms, struct eb_msg *ret)
 {
+	uint64_t end = eb_now_ms() + (uint64_t)MAX(timeout_ms, 0);
 	int r;
 
-	do
-		r = read_msg(c, timeout_ms, ret);
-	while (r == 1);
-	return r;
+	for (unsigned unasked = 0;; unasked++) {
+		uint64_t now = eb_now_ms();
+
+		if (unasked > UNASKED_MAX)
+			return fail(c, -EPROTO,
+			            "the broker sent SLEEP or WAKE again and again instead of an answer");
+		r = read_msg(c, now < end ? (int)(end - now) : 0, ret);
+		if (r != 1)
+			return r;
+	}
 }
 
 /* Sends m and reads the broker's answer into it, which must be a want; what says otherwise. */
@@ -299,21 +348,17 @@ static int transact(struct eb_client *c, struct eb_msg *m, enum eb_msg_type want
 		r = read_answer(c, c->timeout_ms, m);
 	if (r >= 0 && m->type != want)
 		r = fail(c, -EPROTO, what);
+	if (r >= 0)
+		c->served = true;
 	return r;
 }
 
 /* A connection attempt waits no longer than an operation may, nor past the deadline of
- * eb_client_connect_retry(): a --timeout must hold even against a broker that hangs. */
+ * eb_client_connect_retry() or the caller's: a --timeout must hold even against a broker that
+ * hangs. */
 static int op_timeout(const struct eb_client *c)
 {
-	uint64_t now;
-
-	if (!c->connect_deadline_ms)
-		return c->timeout_ms;
-	now = eb_now_ms();
-	if (now >= c->connect_deadline_ms)
-		return 1;
-	return (int)MIN((uint64_t)c->timeout_ms, c->connect_deadline_ms - now);
+	return bounded(c, c->timeout_ms);
 }
 
 /* The reason OpenSSL gave, without its "error:0A00010B:SSL routines::" prefix. */
@@ -368,6 +413,8 @@ static int connect_one(struct eb_client *c, unsigned i)
 	/* Non-blocking, so that eb_conn_read_full() and eb_conn_write_full() wait in poll() with
 	 * their timeout: on a blocking socket a broker that stops answering would hang us. */
 	r = eb_conn_new(fd, eb_uri_is_tls(&c->uris[i]) ? c->tls : NULL, false, true, &c->conn);
+	if (r >= 0)
+		eb_conn_set_cancel(c->conn, c->cancel_fd, c->cancel_events);
 	if (r < 0) {
 		snprintf(c->last_error, sizeof(c->last_error),
 		         "cannot set up a connection to %s: %s", c->uri_text[i], strerror(-r));
@@ -475,9 +522,19 @@ void eb_client_set_watch(struct eb_client *c, eb_client_watch_t watch, void *use
 int eb_client_connect_retry(struct eb_client *c, int deadline_ms)
 {
 	uint64_t end = deadline_ms > 0 ? eb_now_ms() + (uint64_t)deadline_ms : 0;
-	struct eb_backoff backoff =
-	    EB_BACKOFF_INIT(EB_BACKOFF_RECONNECT_MIN_MS, EB_BACKOFF_RECONNECT_MAX_MS);
 
+	if (c->deadline_ms && (!end || c->deadline_ms < end))
+		end = c->deadline_ms;
+	/* The last connection ended before the broker answered anything: wait before the next, as
+	 * after a failed attempt, or a broker that ends every session at once is reconnected to in
+	 * a loop. */
+	if (c->unserved_end) {
+		uint64_t wait = eb_backoff_next(&c->backoff);
+
+		if (end && eb_now_ms() + wait >= end)
+			return -ETIMEDOUT;
+		(void)eb_sleep_ms(wait);
+	}
 	for (;;) {
 		uint64_t wait;
 		int r;
@@ -489,7 +546,7 @@ int eb_client_connect_retry(struct eb_client *c, int deadline_ms)
 			return r;
 		if (end && eb_now_ms() >= end)
 			return -ETIMEDOUT;
-		wait = eb_backoff_next(&backoff);
+		wait = eb_backoff_next(&c->backoff);
 		if (end && eb_now_ms() + wait >= end)
 			return -ETIMEDOUT;
 		(void)eb_sleep_ms(wait);
@@ -500,18 +557,17 @@ static int drain_acks(struct eb_client *c, unsigned keep)
 {
 	while (c->puts_in_flight > keep) {
 		struct eb_msg m;
-		int r = read_msg(c, c->timeout_ms, &m);
+		int r = read_answer(c, c->timeout_ms, &m);
 
 		if (r < 0)
 			return r == -ETIMEDOUT
 			           ? fail(c, r, "the broker did not acknowledge in time")
 			           : r;
-		if (r == 1)
-			continue;
 		if (m.type != EB_MSG_PUT_ACK)
 			return fail(c, -EPROTO, "the broker answered a PUT with something else");
 		c->puts_in_flight--;
 		c->bits_credited += m.put_ack.credited_bits;
+		c->served = true;
 	}
 	return 0;
 }
@@ -562,10 +618,14 @@ int eb_client_wait_wake(struct eb_client *c)
 
 	if (r < 0)
 		return r;
-	while (c->asleep) {
+	for (unsigned unasked = 0; c->asleep; unasked++) {
 		uint64_t now = eb_now_ms();
 		struct eb_msg m;
 
+		/* A SLEEP and a WAKE are what a broker sends at its two thresholds: more than a few
+		 * while a source rests are a flood, not news. */
+		if (unasked > UNASKED_MAX)
+			return fail(c, -EPROTO, "the broker sent SLEEP or WAKE again and again");
 		if (now >= c->wake_deadline_ms) {
 			c->asleep = false;
 			break;
@@ -592,12 +652,14 @@ int eb_client_request(struct eb_client *c, size_t len, enum eb_get_mode mode)
 		return -ENOTCONN;
 	if (len == 0 || len > EB_DATA_MAX)
 		return -EINVAL;
+	if (c->gets_in_flight >= EB_CLIENT_GETS_MAX)
+		return -EBUSY;
 	m.get.bits = (uint32_t)len * 8;
 	m.get.mode = mode;
 	r = send_msg(c, &m);
 	if (r < 0)
 		return r;
-	c->gets_in_flight++;
+	c->asked[c->gets_in_flight++] = (uint32_t)len;
 	return 0;
 }
 
@@ -605,6 +667,7 @@ int eb_client_receive(struct eb_client *c, void *buf, size_t size, size_t *ret_l
                       uint32_t *ret_bits, uint32_t *ret_retry_ms)
 {
 	struct eb_msg m;
+	uint32_t asked;
 	int r;
 
 	if (!c->conn)
@@ -615,11 +678,27 @@ int eb_client_receive(struct eb_client *c, void *buf, size_t size, size_t *ret_l
 	r = read_answer(c, c->timeout_ms + 1000, &m);
 	if (r < 0)
 		return r == -ETIMEDOUT ? fail(c, r, "the broker did not answer in time") : r;
+	asked = c->asked[0];
 	c->gets_in_flight--;
+	memmove(c->asked, c->asked + 1, c->gets_in_flight * sizeof(*c->asked));
 	/* Three answers to a GET; any other message is a broker out of step. */
 	if (m.type == EB_MSG_DATA) {
-		if (m.data.len > size)
-			return fail(c, -EBADMSG, "the broker sent more than was asked for");
+		/* More than asked is a violation (docs/protocol.md, 3.6): what the broker means by
+		 * it is unknown, so none of it is taken. */
+		if (m.data.len > asked || m.data.len > size) {
+			explicit_bzero(c->buf, sizeof(c->buf));
+			snprintf(c->last_error, sizeof(c->last_error),
+			         "the broker sent DATA of %" PRIu32 " bytes for a GET of %" PRIu32,
+			         m.data.len, asked);
+			eb_client_disconnect(c);
+			return -EPROTO;
+		}
+		c->served = true;
+		/* Nothing, though allowed, is no answer to act on: wait as after EMPTY. */
+		if (m.data.len == 0) {
+			*ret_retry_ms = ZERO_DATA_RETRY_MS;
+			return -EAGAIN;
+		}
 		memcpy(buf, m.data.data, m.data.len);
 		explicit_bzero(c->buf, EB_FRAME_HEADER_SIZE + 4 + m.data.len + 4);
 		*ret_len = m.data.len;
@@ -628,10 +707,24 @@ int eb_client_receive(struct eb_client *c, void *buf, size_t size, size_t *ret_l
 		return 0;
 	}
 	if (m.type == EB_MSG_EMPTY || m.type == EB_MSG_QUOTA) {
+		c->served = true;
 		*ret_retry_ms = m.retry.retry_ms;
 		return m.type == EB_MSG_EMPTY ? -EAGAIN : -EDQUOT;
 	}
 	return fail(c, -EPROTO, "the broker answered a GET with something else");
+}
+
+void eb_client_set_deadline(struct eb_client *c, uint64_t deadline_ms)
+{
+	c->deadline_ms = deadline_ms;
+}
+
+void eb_client_set_cancel(struct eb_client *c, int fd, short events)
+{
+	c->cancel_fd = fd;
+	c->cancel_events = events;
+	if (c->conn)
+		eb_conn_set_cancel(c->conn, fd, events);
 }
 
 int eb_client_set_chain(struct eb_client *c, const uint64_t *ids, unsigned n)

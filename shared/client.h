@@ -10,6 +10,7 @@
 
 #define EB_CLIENT_BROKERS_MAX 16
 #define EB_CLIENT_TIMEOUT_MS  10000
+#define EB_CLIENT_GETS_MAX    8 /* GETs in flight at most (eb_client_request()) */
 
 struct eb_client;
 
@@ -62,11 +63,13 @@ bool eb_client_asleep(const struct eb_client *c);
 /* Waits until WAKE or the SLEEP's time is up; 0 then. */
 int eb_client_wait_wake(struct eb_client *c);
 
-/* Sends a GET for len bytes (8..EB_DATA_MAX). */
+/* Sends a GET for len bytes (8..EB_DATA_MAX); -EBUSY with EB_CLIENT_GETS_MAX in flight. */
 int eb_client_request(struct eb_client *c, size_t len, enum eb_get_mode mode);
-/* Receives the answer to the oldest request: 0 with DATA in buf (*ret_len bytes carrying
- * *ret_bits), -EAGAIN for EMPTY or -EDQUOT for QUOTA with *ret_retry_ms set. buf holds at
- * least the requested length. */
+/* Receives the answer to the oldest request: 0 with DATA in buf (*ret_len bytes, 1 to what was
+ * asked, carrying *ret_bits <= 8 x *ret_len), -EAGAIN for EMPTY (and for a DATA of 0 bytes, with
+ * a retry of 1 s) or -EDQUOT for QUOTA with *ret_retry_ms set. DATA longer than asked is a
+ * protocol violation: -EPROTO, disconnected, nothing of it taken. buf holds at least the
+ * requested length. */
 int eb_client_receive(struct eb_client *c, void *buf, size_t size, size_t *ret_len,
                       uint32_t *ret_bits, uint32_t *ret_retry_ms);
 
@@ -78,6 +81,15 @@ int eb_client_report(struct eb_client *c, uint8_t table, uint64_t after, struct 
 /* For a broker drawing from an upstream broker: the broker ids its HELLO carries from the next
  * connect on (its own first; docs/protocol.md). -E2BIG beyond EB_CHAIN_MAX. */
 int eb_client_set_chain(struct eb_client *c, const uint64_t *ids, unsigned n);
+
+/* An absolute deadline (eb_now_ms()) past which no wait of the client goes: a program's
+ * --timeout holds whatever the broker sends or withholds. Calls then fail with -ETIMEDOUT.
+ * 0: none. */
+void eb_client_set_deadline(struct eb_client *c, uint64_t deadline_ms);
+/* Every wait of the client also watches fd for events (poll(2)), and gives up with -ECANCELED
+ * (disconnected) when they come: a thread told to stop does so at once, not after its broker's
+ * timeout. fd -EBADF: none. */
+void eb_client_set_cancel(struct eb_client *c, int fd, short events);
 
 /* Totals since eb_client_new(). */
 uint64_t eb_client_bits_credited(const struct eb_client *c);

@@ -32,6 +32,8 @@ struct eb_conn {
 	 * before the handshake was done, handshake messages after it. */
 	unsigned records, handshake_records, post_handshake;
 	char tls_error[160];
+	int cancel_fd; /* eb_conn_set_cancel(); -EBADF: none */
+	short cancel_events;
 };
 
 /* Stops OpenSSL from reading any further record of a peer that went past a limit: the record
@@ -110,6 +112,7 @@ int eb_conn_new(int fd, SSL_CTX *ctx, bool server, bool nonblock, struct eb_conn
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	c->cancel_fd = -EBADF;
 	if (ctx) {
 		c->ssl = SSL_new(ctx);
 		if (!c->ssl || !SSL_set_fd(c->ssl, fd)) {
@@ -407,22 +410,33 @@ const char *eb_conn_tls_error(const struct eb_conn *c)
 	return c->tls_error;
 }
 
+void eb_conn_set_cancel(struct eb_conn *c, int fd, short events)
+{
+	c->cancel_fd = fd;
+	c->cancel_events = events;
+}
+
 static int wait_fd(struct eb_conn *c, bool for_write, int64_t deadline)
 {
-	struct pollfd p = {.fd = c->fd, .events = for_write ? POLLOUT : POLLIN};
+	struct pollfd p[2] = {
+	    {.fd = c->fd, .events = for_write ? POLLOUT : POLLIN},
+	    {.fd = c->cancel_fd, .events = c->cancel_events},
+	};
 	int64_t left = deadline - (int64_t)eb_now_ms();
 	int r;
 
 	if (left <= 0)
 		return -ETIMEDOUT;
-	r = poll(&p, 1, (int)MIN(left, (int64_t)1 << 30));
+	r = poll(p, c->cancel_fd >= 0 ? 2 : 1, (int)MIN(left, (int64_t)1 << 30));
 	if (r < 0)
 		return errno == EINTR ? 0 : -errno;
 	if (r == 0)
 		return -ETIMEDOUT;
+	if (c->cancel_fd >= 0 && (p[1].revents & (c->cancel_events | POLLHUP | POLLERR | POLLNVAL)))
+		return -ECANCELED;
 	/* A virtio-serial port whose host side went away reports POLLHUP and never POLLOUT again:
 	 * a writer that took that for a wake-up would spin until its deadline. */
-	if (for_write && !(p.revents & POLLOUT) && (p.revents & POLLHUP))
+	if (for_write && !(p[0].revents & POLLOUT) && (p[0].revents & POLLHUP))
 		return -ECONNRESET;
 	return 0;
 }

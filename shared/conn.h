@@ -80,3 +80,7 @@ const char *eb_conn_tls_error(const struct eb_conn *c);
  * total (-ETIMEDOUT); reading returns -ECONNRESET at an early end of stream. */
 int eb_conn_read_full(struct eb_conn *c, void *buf, size_t n, int timeout_ms);
 int eb_conn_write_full(struct eb_conn *c, const void *buf, size_t n, int timeout_ms);
+/* Makes those helpers give up with -ECANCELED as soon as fd reports one of events (or a hang-up
+ * or error) while they wait: a thread that must stop at once whatever its peer sends. fd -EBADF:
+ * none (the default). */
+void eb_conn_set_cancel(struct eb_conn *c, int fd, short events);

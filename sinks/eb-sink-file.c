@@ -205,8 +205,11 @@ int main(int argc, char *argv[])
 	if (eb_cli_client_new(&o, &client) < 0)
 		return 2;
 	eb_cli_client_watch(client);
-	if (arg_timeout_s > 0)
+	if (arg_timeout_s > 0) {
 		deadline = eb_now_ms() + arg_timeout_s * 1000;
+		/* Every wait of the client ends there too, whatever the broker sends. */
+		eb_client_set_deadline(client, deadline);
+	}
 	if (arg_fifo) {
 		if (fifo_prepare(arg_fifo) < 0)
 			return 2;

@@ -172,6 +172,8 @@ static int feed(struct eb_client *client, int fd, uint64_t want, uint64_t deadli
 	uint64_t credited = 0;
 	int r;
 
+	/* Every wait of the client ends by the deadline too, whatever the broker sends. */
+	eb_client_set_deadline(client, deadline);
 	while (credited < want) {
 		size_t asked = (size_t)MIN((want - credited) / 8, (uint64_t)EB_DATA_MAX), len = 0;
 		uint32_t bits = 0, retry = 0, credit;
