@@ -67,7 +67,7 @@ void *upstream_thread(void *arg)
 	struct up_thread *t = arg;
 	uint64_t want = 0, chain[EB_CHAIN_MAX] = {};
 	unsigned n_chain = 0;
-	bool connected = false, revalidate = false;
+	bool connected = false, revalidate = false, announced = false;
 	struct eb_backoff backoff = EB_BACKOFF_INIT(BACKOFF_FIRST_MS, BACKOFF_MAX_MS);
 	int wait_ms = 0;
 	uint8_t *note, *data;
@@ -122,9 +122,8 @@ void *upstream_thread(void *arg)
 				continue;
 			}
 			connected = true;
+			announced = false;
 			revalidate = false;
-			(void)send_note(t->fd, note, UP_NOTE_CONNECTED, 0, NULL, 0,
-			                eb_client_broker(t->client));
 		}
 		if (want == 0)
 			continue;
@@ -136,8 +135,15 @@ void *upstream_thread(void *arg)
 			r = eb_client_receive(t->client, data, EB_DATA_MAX, &len, &bits, &retry_ms);
 		/* Only an answer resets the back-off: an upstream that takes HELLO and then ends
 		 * every session with an ERROR is retried on the back-off's schedule. */
-		if (r >= 0 || r == -EAGAIN || r == -EDQUOT)
+		if (r >= 0 || r == -EAGAIN || r == -EDQUOT) {
 			eb_backoff_reset(&backoff);
+			/* Connected is said once the upstream has answered, so that one that takes
+			 * HELLO and ends each session with an ERROR is one failure, logged once. */
+			if (!announced)
+				(void)send_note(t->fd, note, UP_NOTE_CONNECTED, 0, NULL, 0,
+				                eb_client_broker(t->client));
+			announced = true;
+		}
 		if (r >= 0) {
 			r = send_note(t->fd, note, UP_NOTE_DATA, bits, data, len, NULL);
 			explicit_bzero(data, len);

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import eblib  # noqa: E402
 from eblib import (MSG, ROLE_ADMIN, ROLE_SINK, ROLE_SOURCE, SKIP, Broker,  # noqa: E402,F401
-                   Failure, Raw, check, need_root, prog)
+                   Failure, Raw, check, need_root, prog, wait_for)
 
 ATTACKER = "127.0.0.2"
 LEGIT_BOUND_MS = 10000  # generous: CI is a loaded two-core machine
@@ -387,3 +387,120 @@ def main(test):
             raise Failure(f"{len(FAILED)} check(s) failed: " + "; ".join(FAILED))
 
     eblib.main(run)
+
+
+def frame(mtype, payload=b""):
+    return struct.pack(">BBHI", MSG[mtype], 0, 0, len(payload)) + payload
+
+
+class HostileBroker:
+    """A broker that is the attacker: it speaks just enough of the protocol over a unix socket to
+    take a client's HELLO (WELCOME), then misbehaves in one way (mode):
+      zero-data    every GET answered by DATA of 0 bytes
+      long-data    every GET answered by DATA 8 times longer than asked (up to 64 KiB)
+      zeros        every GET answered in full with zero bytes, claimed at 8 bits a byte
+      wake-flood   WAKE frames without end from WELCOME on; GETs never answered
+      wake-trickle a WAKE every 100 ms from WELCOME on, each within any timeout; GETs never
+                   answered
+      error-storm  every GET answered by ERROR(INTERNAL), then the connection closed
+    No TLS: the client code under attack (reading frames, judging answers, waiting) is the same
+    for every transport, and a unix socket needs no key. Counts what the clients did."""
+
+    def __init__(self, path, mode):
+        self.path, self.mode = path, mode
+        self.connections = self.gets = self.wakes = 0
+        self.lock = threading.Lock()
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.bind(path)
+        os.chmod(path, 0o666)
+        self.s.listen(64)
+        self.conns = []
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    @property
+    def uri(self):
+        return "unix:" + self.path
+
+    def count(self, what):
+        with self.lock:
+            return getattr(self, what)
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.s.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.connections += 1
+            self.conns.append(c)
+            threading.Thread(target=self.session, args=(c,), daemon=True).start()
+
+    def flood(self, c):
+        n = 1 if self.mode == "wake-trickle" else 256
+        wake = frame("WAKE") * n
+        try:
+            while True:
+                c.sendall(wake)
+                with self.lock:
+                    self.wakes += n
+                if self.mode == "wake-trickle":
+                    time.sleep(0.1)
+        except OSError:
+            return
+
+    def session(self, c):
+        try:
+            while True:
+                hdr = c.recv(8, socket.MSG_WAITALL)
+                if len(hdr) < 8:
+                    return
+                t, _, _, n = struct.unpack(">BBHI", hdr)
+                payload = c.recv(n, socket.MSG_WAITALL) if n else b""
+                if t == MSG["HELLO"]:
+                    body = struct.pack(">HBBIH", 1, ROLE_SINK | ROLE_SOURCE, 0, 65536, 7)
+                    c.sendall(frame("WELCOME", body + b"hostile"))
+                    if self.mode in ("wake-flood", "wake-trickle"):
+                        threading.Thread(target=self.flood, args=(c,), daemon=True).start()
+                    continue
+                if t != MSG["GET"]:
+                    continue
+                with self.lock:
+                    self.gets += 1
+                asked = struct.unpack(">I", payload[:4])[0] // 8
+                if self.mode == "zero-data":
+                    c.sendall(frame("DATA", struct.pack(">II", 0, 0)))
+                elif self.mode == "long-data":
+                    k = min(asked * 8, 65536)
+                    c.sendall(frame("DATA", struct.pack(">II", 8 * k, k) + os.urandom(k)))
+                elif self.mode == "zeros":
+                    c.sendall(frame("DATA", struct.pack(">II", 8 * asked, asked) +
+                                    bytes(asked)))
+                elif self.mode == "error-storm":
+                    text = b"hostile"
+                    c.sendall(frame("ERROR", struct.pack(">HH", 6, len(text)) + text))
+                    c.close()
+                    return
+        except OSError:
+            return
+
+    def close(self):
+        self.s.close()
+        for c in self.conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            c.close()
+
+
+def downstream(tmp, upstream_uri, draw_bits=65536):
+    """A broker (started directly, not socket-activated, so that its pid is eb-brokerd's from the
+    start) whose [upstream] is upstream_uri, empty, so that it draws at once."""
+    b = Broker({"admin": {"role": "admin"}}, activate=False, tmp=tmp, broker_extra=f"""
+[upstream]
+broker = {upstream_uri}
+low-water-percent = 50
+draw-bits = {draw_bits}
+""")
+    return b.start()
