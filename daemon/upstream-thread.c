@@ -77,7 +77,7 @@ void *upstream_thread(void *arg)
 	if (!note || !data)
 		goto out; /* the loop sees its end close and says so */
 	/* The loop stops the thread by shutting its end: every wait on the upstream ends then,
-	 * within the poll, whatever the upstream sends meanwhile (a WAKE flood held a stop 15 s). */
+	 * whatever the upstream sends meanwhile (a WAKE flood once held a stop for 15 s). */
 	eb_client_set_cancel(t->client, t->fd, POLLRDHUP);
 
 	for (;;) {

@@ -144,14 +144,14 @@ static uint32_t health_credit(struct upstream *u, const struct up_note *h, const
 		return 0; /* no 8-bit sample is too wide: cannot happen */
 	if (u->health.episodes > u->health_episodes && eb_health_get_failure(&u->health, &f) >= 0) {
 		u->health_episodes = u->health.episodes;
-		log_warning("Upstream %s: its bytes failed the %s health test (cutoff %u, count %u, "
-		            "value 0x%02x); crediting nothing from upstream until %u clean bytes",
-		            u->last_broker, eb_health_test_to_string(f.test), f.cutoff, f.count,
-		            f.value, EB_HEALTH_STARTUP_SAMPLES);
+		log_warning(
+		    "Upstream %s: its bytes failed the %s health test (cutoff %u, count %u, value 0x%02x); crediting nothing from upstream until %u clean bytes",
+		    u->last_broker, eb_health_test_to_string(f.test), f.cutoff, f.count, f.value,
+		    EB_HEALTH_STARTUP_SAMPLES);
 	} else if (failed_before && eb_health_get_state(&u->health) == EB_HEALTH_OK)
-		log_notice("Upstream %s: %u clean bytes after a health-test failure; crediting "
-		           "again",
-		           u->last_broker, EB_HEALTH_STARTUP_SAMPLES);
+		log_notice(
+		    "Upstream %s: %u clean bytes after a health-test failure; crediting again",
+		    u->last_broker, EB_HEALTH_STARTUP_SAMPLES);
 	return (uint32_t)MIN((uint64_t)h->bits, 8 * (uint64_t)ok);
 }
 

@@ -44,7 +44,7 @@ struct eb_client {
 	struct ssl_ctx_st *tls; /* NULL when no broker needs TLS */
 	struct eb_conn *conn;
 	unsigned puts_in_flight, gets_in_flight;
-	uint32_t asked[EB_CLIENT_GETS_MAX]; /* the bytes each GET in flight asked for, oldest first */
+	uint32_t asked[EB_CLIENT_GETS_MAX]; /* the bytes each GET in flight asked, oldest first */
 	bool asleep;
 	uint64_t wake_deadline_ms;
 	uint64_t connect_deadline_ms; /* while eb_client_connect_retry() runs with one; else 0 */
@@ -293,7 +293,8 @@ static int read_msg(struct eb_client *c, int timeout_ms, struct eb_msg *ret)
 		return broker_error(c, &ret->error);
 	case EB_MSG_SLEEP:
 		c->asleep = true;
-		c->wake_deadline_ms = eb_now_ms() + MIN(ret->retry.retry_ms, (uint32_t)SLEEP_MAX_MS);
+		c->wake_deadline_ms =
+		    eb_now_ms() + MIN(ret->retry.retry_ms, (uint32_t)SLEEP_MAX_MS);
 		return 1;
 	case EB_MSG_WAKE:
 		c->asleep = false;
@@ -328,8 +329,9 @@ static int read_answer(struct eb_client *c, int timeout_ms, struct eb_msg *ret)
 		uint64_t now = eb_now_ms();
 
 		if (unasked > UNASKED_MAX)
-			return fail(c, -EPROTO,
-			            "the broker sent SLEEP or WAKE again and again instead of an answer");
+			return fail(
+			    c, -EPROTO,
+			    "the broker sent SLEEP or WAKE again and again instead of an answer");
 		r = read_msg(c, now < end ? (int)(end - now) : 0, ret);
 		if (r != 1)
 			return r;
