@@ -34,10 +34,19 @@ void admin_count_put(struct session *s, size_t bytes, uint64_t claim, bool stuck
 	admin_seen(s);
 }
 
+void admin_count_empty(struct session *s)
+{
+	s->empty_answers++;
+	totals_of(s)->empty_answers++;
+	if (s->starving_since_usec == 0)
+		s->starving_since_usec = s->get.since_usec;
+}
+
 void admin_count_data(struct session *s, size_t bytes, uint32_t bits)
 {
 	struct user_totals *t = totals_of(s);
 
+	s->starving_since_usec = 0;
 	if (s->get.drbg) {
 		s->bytes_drbg += bytes;
 		t->bytes_drbg += bytes;
@@ -98,7 +107,7 @@ static void copy_printable(char *dst, size_t size, const char *src)
 	dst[i] = '\0';
 }
 
-static void session_row(struct broker *b, struct session *s, uint64_t now,
+static void session_row(struct broker *b, struct session *s, uint64_t now, uint8_t version,
                         struct eb_report_session *ret)
 {
 	const struct eb_user *u = &b->conf->users[s->user];
@@ -126,6 +135,16 @@ static void session_row(struct broker *b, struct session *s, uint64_t now,
 	if (quota_left(b, s->user, now, &left)) {
 		ret->flags |= EB_REPORT_QUOTA;
 		ret->quota_left_bits = left;
+	}
+	if (version >= 1 && (s->roles & EB_ROLE_SINK)) {
+		/* A sink between an EMPTY and its retry waits for nothing in the queue, but it
+		 * is still without entropy: it starves from its first unanswered GET on. */
+		uint64_t since = s->starving_since_usec ? s->starving_since_usec
+		                 : s->get_pending       ? s->get.since_usec
+		                                        : 0;
+
+		ret->empty_answers = s->empty_answers;
+		ret->starving_ms = since ? MAX(ms_since(since, now), 1u) : 0;
 	}
 	snprintf(ret->user, sizeof(ret->user), "%s", u->name);
 	snprintf(ret->kind, sizeof(ret->kind), "%s", s->kind);
@@ -166,8 +185,8 @@ static int by_id(const void *a, const void *b)
 
 /* Sessions that said HELLO and are not closing, with ids above after, in id order. A page costs
  * a pass over the sessions and a sort of those after it: an admin's request, not the hot path. */
-static int sessions_page(struct broker *b, uint64_t after, uint8_t *buf, size_t size,
-                         struct eb_msg_report *ret)
+static int sessions_page(struct broker *b, uint64_t after, uint8_t version, uint8_t *buf,
+                         size_t size, struct eb_msg_report *ret)
 {
 	_cleanup_free_ struct session **v = NULL;
 	struct session *s;
@@ -190,16 +209,17 @@ static int sessions_page(struct broker *b, uint64_t after, uint8_t *buf, size_t 
 		int k;
 
 		if (count < n)
-			session_row(b, v[count], now, &row);
+			session_row(b, v[count], now, version, &row);
 		else
 			upstream_row(b, &row);
-		k = eb_report_session_encode(&row, buf + used, size - used);
+		k = eb_report_session_encode_version(&row, version, buf + used, size - used);
 		if (k < 0)
 			return k;
 		used += (size_t)k;
 	}
 	*ret = (struct eb_msg_report){
 	    .table = EB_REPORT_SESSIONS,
+	    .version = version,
 	    .count = (uint16_t)count,
 	    .next = count < rows ? v[count - 1]->id : 0,
 	    .rows = used > 0 ? buf : NULL,
@@ -209,7 +229,7 @@ static int sessions_page(struct broker *b, uint64_t after, uint8_t *buf, size_t 
 }
 
 /* Users in the order of the configuration; their id is their place in it, from 1. */
-static int users_page(struct broker *b, uint64_t after, uint8_t *buf, size_t size,
+static int users_page(struct broker *b, uint64_t after, uint8_t version, uint8_t *buf, size_t size,
                       struct eb_msg_report *ret)
 {
 	_cleanup_free_ uint32_t *counts = NULL;
@@ -245,6 +265,7 @@ static int users_page(struct broker *b, uint64_t after, uint8_t *buf, size_t siz
 		    .bits_in = t->bits_in,
 		    .bits_out = t->bits_out,
 		    .bytes_drbg = t->bytes_drbg,
+		    .empty_answers = version >= 1 ? t->empty_answers : 0,
 		};
 		int k;
 
@@ -253,13 +274,14 @@ static int users_page(struct broker *b, uint64_t after, uint8_t *buf, size_t siz
 			row.quota_bits_per_hour = u->quota_bits_per_hour;
 		}
 		snprintf(row.name, sizeof(row.name), "%s", u->name);
-		k = eb_report_user_encode(&row, buf + used, size - used);
+		k = eb_report_user_encode_version(&row, version, buf + used, size - used);
 		if (k < 0)
 			return k;
 		used += (size_t)k;
 	}
 	*ret = (struct eb_msg_report){
 	    .table = EB_REPORT_USERS,
+	    .version = version,
 	    .count = (uint16_t)count,
 	    .next = i < conf->n_users ? i : 0,
 	    .rows = used > 0 ? buf : NULL,
@@ -276,10 +298,10 @@ int admin_report(struct broker *b, const struct eb_msg_report_req *q, uint8_t *b
 
 	switch ((enum eb_report_table)q->table) {
 	case EB_REPORT_SESSIONS:
-		r = sessions_page(b, q->after, buf, size, &m.report);
+		r = sessions_page(b, q->after, q->version, buf, size, &m.report);
 		break;
 	case EB_REPORT_USERS:
-		r = users_page(b, q->after, buf, size, &m.report);
+		r = users_page(b, q->after, q->version, buf, size, &m.report);
 		break;
 	case _EB_REPORT_TABLE_MAX:
 	case _EB_REPORT_TABLE_INVALID:

@@ -16,12 +16,15 @@ struct session;
  * parallel to conf->users, and a reload carries them over by name. */
 struct user_totals {
 	uint64_t bytes_in, bits_in, bits_out, bytes_drbg;
+	uint64_t empty_answers; /* GETs answered EMPTY */
 };
 
 /* A PUT of bytes whose claim (after the user's cap, before the broker's own test) was claim,
  * stuck when that test withheld its credit, credited what the pool took. */
 void admin_count_put(struct session *s, size_t bytes, uint64_t claim, bool stuck,
                      uint64_t credited);
+/* An EMPTY answered the session's GET: it starves from that GET's arrival until a DATA. */
+void admin_count_empty(struct session *s);
 /* A DATA of bytes carrying bits (0 for DRBG output) answered the session's GET. */
 void admin_count_data(struct session *s, size_t bytes, uint32_t bits);
 /* A HELLO, PUT or GET: when the session was last heard from. */

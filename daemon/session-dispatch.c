@@ -208,6 +208,7 @@ void session_answer(struct session *s, const struct sched_decision *d, const uin
 		session_send_retry(s, EB_MSG_QUOTA, d->retry_ms);
 		break;
 	case SCHED_EMPTY:
+		admin_count_empty(s);
 		session_send_retry(s, EB_MSG_EMPTY, d->retry_ms);
 		break;
 	case SCHED_WAIT:

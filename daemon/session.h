@@ -88,6 +88,9 @@ struct session {
 	bool get_pending;
 	struct sched_request get;
 
+	uint64_t empty_answers; /* GETs answered EMPTY */
+	uint64_t
+	    starving_since_usec;    /* the first GET answered EMPTY since the last DATA; 0: none */
 	bool asleep;                /* SLEEP sent, WAKE not yet */
 	uint64_t asleep_until_usec; /* when that SLEEP's retry_ms runs out */
 	uint8_t last_put[32];

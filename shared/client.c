@@ -13,6 +13,7 @@
 #include "credential.h"
 #include "key.h"
 #include "macro.h"
+#include "report.h"
 #include "sigpipe.h"
 #include "time-util.h"
 #include "tls.h"
@@ -753,15 +754,17 @@ int eb_client_status(struct eb_client *c, struct eb_msg_status *ret)
 
 int eb_client_report(struct eb_client *c, uint8_t table, uint64_t after, struct eb_msg_report *ret)
 {
-	struct eb_msg m = {.type = EB_MSG_REPORT_REQ,
-	                   .report_req = {.table = table, .after = after}};
+	struct eb_msg m = {
+	    .type = EB_MSG_REPORT_REQ,
+	    .report_req = {.table = table, .version = EB_REPORT_VERSION, .after = after}};
 	int r;
 
 	r = transact(c, &m, EB_MSG_REPORT, "the broker answered REPORT_REQ with something else");
 	if (r < 0)
 		return r;
-	if (m.report.table != table)
-		return fail(c, -EPROTO, "the broker answered REPORT_REQ with another table");
+	if (m.report.table != table || m.report.version != EB_REPORT_VERSION)
+		return fail(c, -EPROTO,
+		            "the broker answered REPORT_REQ with another table or version");
 	*ret = m.report;
 	return 0;
 }

@@ -147,7 +147,8 @@ struct eb_msg_status {
 
 /* An admin asks for the rows of a table whose ids are above after (0: from the start). */
 struct eb_msg_report_req {
-	uint8_t table; /* enum eb_report_table */
+	uint8_t table;   /* enum eb_report_table */
+	uint8_t version; /* of the rows' layout: 0 .. EB_REPORT_VERSION (report.h) */
 	uint64_t after;
 };
 
@@ -155,6 +156,7 @@ struct eb_msg_report_req {
  * them). next is the last row's id when more rows follow, else 0. */
 struct eb_msg_report {
 	uint8_t table;
+	uint8_t version; /* the rows' layout: the REPORT_REQ's */
 	uint16_t count;
 	uint64_t next;
 	const uint8_t *rows;

@@ -15,20 +15,27 @@
  * Layouts (big-endian; docs/protocol.md has the tables). As everywhere in the protocol, every
  * row is consumed exactly and has one encoding.
  *
- *   REPORT_REQ  u8 table, u8 reserved[3], u64 after
- *   REPORT      u8 table, u8 reserved, u16 count, u64 next, count rows
+ *   REPORT_REQ  u8 table, u8 version, u8 reserved[2], u64 after
+ *   REPORT      u8 table, u8 version, u16 count, u64 next, count rows
  *   session row u64 id, u8 roles, u8 health, u8 flags, u8 reserved, u32 claim_mbits_per_byte,
  *               u32 connected_s, u32 last_ms, u32 waiting_ms, u64 bytes_in, u64 bits_in,
  *               u64 bits_out, u64 bytes_drbg, u64 quota_left_bits, text user, text kind,
- *               text peer
+ *               text peer; version 1: then u64 empty_answers, u32 starving_ms
  *   user row    u64 id, u8 roles, u8 flags, u16 reserved, u32 sessions, u32 sources, u32 sinks,
  *               u64 bytes_in, u64 bits_in, u64 bits_out, u64 bytes_drbg,
- *               u64 quota_bits_per_hour, u64 quota_left_bits, text name
+ *               u64 quota_bits_per_hour, u64 quota_left_bits, text name; version 1: then
+ *               u64 empty_answers
+ *
+ * Version 0 was the first layout (the bytes were reserved, 0): a client that asks for it reads
+ * what it always read. Version 1's fields go after the texts, so that its rows begin as
+ * version 0's do.
  */
 #define REPORT_REQ_SIZE     12
 #define REPORT_FIXED_SIZE   12
 #define SESSION_ROW_FIXED   68
 #define USER_ROW_FIXED      72
+#define SESSION_ROW_V1      12
+#define USER_ROW_V1         8
 #define REPORT_ROWS_LEN_MAX (EB_FRAME_PAYLOAD_MAX - REPORT_FIXED_SIZE)
 
 _Static_assert(REPORT_FIXED_SIZE + EB_REPORT_ROWS_SIZE <= EB_FRAME_PAYLOAD_MAX,
@@ -62,11 +69,15 @@ static int text_size(const char *s, size_t min, size_t max, size_t *ret)
 }
 
 /* The rules a session row obeys; its size on the wire, or -EINVAL. */
-static int session_validate(const struct eb_report_session *r, size_t *ret_size)
+static int session_validate(const struct eb_report_session *r, uint8_t version, size_t *ret_size)
 {
 	size_t user, kind, peer;
 	bool source = r->roles & EB_ROLE_SOURCE;
 
+	if (version > EB_REPORT_VERSION ||
+	    (version == 0 && (r->empty_answers != 0 || r->starving_ms != 0)) ||
+	    (!(r->roles & EB_ROLE_SINK) && (r->empty_answers != 0 || r->starving_ms != 0)))
+		return -EINVAL;
 	if (r->id == 0 || !roles_valid(r->roles) || r->health < 0 ||
 	    r->health >= _EB_SOURCE_HEALTH_MAX || (r->health == EB_SOURCE_NONE) == source ||
 	    (r->flags & ~EB_REPORT_SESSION_FLAGS) != 0 ||
@@ -82,14 +93,16 @@ static int session_validate(const struct eb_report_session *r, size_t *ret_size)
 	    text_size(r->kind, 0, EB_KIND_MAX, &kind) < 0 ||
 	    text_size(r->peer, 1, EB_PEER_MAX, &peer) < 0)
 		return -EINVAL;
-	*ret_size = SESSION_ROW_FIXED + user + kind + peer;
+	*ret_size = SESSION_ROW_FIXED + user + kind + peer + (version >= 1 ? SESSION_ROW_V1 : 0);
 	return 0;
 }
 
-static int user_validate(const struct eb_report_user *r, size_t *ret_size)
+static int user_validate(const struct eb_report_user *r, uint8_t version, size_t *ret_size)
 {
 	size_t name;
 
+	if (version > EB_REPORT_VERSION || (version == 0 && r->empty_answers != 0))
+		return -EINVAL;
 	/* A bucket holds at most an hour's worth. */
 	if (r->id == 0 || !roles_valid(r->roles) || (r->flags & ~EB_REPORT_USER_QUOTA) != 0 ||
 	    r->sources > r->sessions || r->sinks > r->sessions ||
@@ -100,11 +113,12 @@ static int user_validate(const struct eb_report_user *r, size_t *ret_size)
 		return -EINVAL;
 	if (text_size(r->name, 1, EB_KIND_MAX, &name) < 0)
 		return -EINVAL;
-	*ret_size = USER_ROW_FIXED + name;
+	*ret_size = USER_ROW_FIXED + name + (version >= 1 ? USER_ROW_V1 : 0);
 	return 0;
 }
 
-int eb_report_session_encode(const struct eb_report_session *row, uint8_t *buf, size_t size)
+int eb_report_session_encode_version(const struct eb_report_session *row, uint8_t version,
+                                     uint8_t *buf, size_t size)
 {
 	struct writer w;
 	size_t n;
@@ -113,7 +127,7 @@ int eb_report_session_encode(const struct eb_report_session *row, uint8_t *buf, 
 	assert(row);
 	assert(buf || size == 0);
 
-	r = session_validate(row, &n);
+	r = session_validate(row, version, &n);
 	if (r < 0)
 		return r;
 	if (n > size)
@@ -136,11 +150,21 @@ int eb_report_session_encode(const struct eb_report_session *row, uint8_t *buf, 
 	put_text(&w, row->user);
 	put_text(&w, row->kind);
 	put_text(&w, row->peer);
+	if (version >= 1) {
+		put_be64(&w, row->empty_answers);
+		put_be32(&w, row->starving_ms);
+	}
 	assert(w.left == 0);
 	return (int)n;
 }
 
-int eb_report_user_encode(const struct eb_report_user *row, uint8_t *buf, size_t size)
+int eb_report_session_encode(const struct eb_report_session *row, uint8_t *buf, size_t size)
+{
+	return eb_report_session_encode_version(row, 0, buf, size);
+}
+
+int eb_report_user_encode_version(const struct eb_report_user *row, uint8_t version, uint8_t *buf,
+                                  size_t size)
 {
 	struct writer w;
 	size_t n;
@@ -149,7 +173,7 @@ int eb_report_user_encode(const struct eb_report_user *row, uint8_t *buf, size_t
 	assert(row);
 	assert(buf || size == 0);
 
-	r = user_validate(row, &n);
+	r = user_validate(row, version, &n);
 	if (r < 0)
 		return r;
 	if (n > size)
@@ -169,11 +193,18 @@ int eb_report_user_encode(const struct eb_report_user *row, uint8_t *buf, size_t
 	put_be64(&w, row->quota_bits_per_hour);
 	put_be64(&w, row->quota_left_bits);
 	put_text(&w, row->name);
+	if (version >= 1)
+		put_be64(&w, row->empty_answers);
 	assert(w.left == 0);
 	return (int)n;
 }
 
-static int session_take(struct cursor *c, struct eb_report_session *ret)
+int eb_report_user_encode(const struct eb_report_user *row, uint8_t *buf, size_t size)
+{
+	return eb_report_user_encode_version(row, 0, buf, size);
+}
+
+static int session_take(struct cursor *c, uint8_t version, struct eb_report_session *ret)
 {
 	struct eb_report_session row = {};
 	uint8_t health;
@@ -213,17 +244,21 @@ static int session_take(struct cursor *c, struct eb_report_session *ret)
 		r = take_text(c, EB_KIND_MAX, row.kind);
 	if (r >= 0)
 		r = take_text(c, EB_PEER_MAX, row.peer);
+	if (r >= 0 && version >= 1)
+		r = take_be64(c, &row.empty_answers);
+	if (r >= 0 && version >= 1)
+		r = take_be32(c, &row.starving_ms);
 	if (r < 0)
 		return r;
 	/* Range-checked below; a u8 always fits the enum. */
 	row.health = (enum eb_source_health)health;
-	if (session_validate(&row, &n) < 0)
+	if (session_validate(&row, version, &n) < 0)
 		return -EBADMSG;
 	*ret = row;
 	return 0;
 }
 
-static int user_take(struct cursor *c, struct eb_report_user *ret)
+static int user_take(struct cursor *c, uint8_t version, struct eb_report_user *ret)
 {
 	struct eb_report_user row = {};
 	size_t n;
@@ -256,9 +291,11 @@ static int user_take(struct cursor *c, struct eb_report_user *ret)
 		r = take_be64(c, &row.quota_left_bits);
 	if (r >= 0)
 		r = take_text(c, EB_KIND_MAX, row.name);
+	if (r >= 0 && version >= 1)
+		r = take_be64(c, &row.empty_answers);
 	if (r < 0)
 		return r;
-	if (user_validate(&row, &n) < 0)
+	if (user_validate(&row, version, &n) < 0)
 		return -EBADMSG;
 	*ret = row;
 	return 0;
@@ -279,12 +316,12 @@ static int rows_valid(const struct eb_msg_report *m)
 		if (m->table == EB_REPORT_SESSIONS) {
 			struct eb_report_session row;
 
-			r = session_take(&c, &row);
+			r = session_take(&c, m->version, &row);
 			id = row.id;
 		} else {
 			struct eb_report_user row;
 
-			r = user_take(&c, &row);
+			r = user_take(&c, m->version, &row);
 			id = row.id;
 		}
 		if (r < 0 || id <= last)
@@ -300,12 +337,13 @@ int eb_report_msg_validate(const struct eb_msg *m, size_t *ret_size)
 {
 	switch (m->type) {
 	case EB_MSG_REPORT_REQ:
-		if (!table_valid(m->report_req.table))
+		if (!table_valid(m->report_req.table) || m->report_req.version > EB_REPORT_VERSION)
 			return -EINVAL;
 		*ret_size = REPORT_REQ_SIZE;
 		return 0;
 	case EB_MSG_REPORT:
-		if (!table_valid(m->report.table) || m->report.count > EB_REPORT_ROWS_MAX ||
+		if (!table_valid(m->report.table) || m->report.version > EB_REPORT_VERSION ||
+		    m->report.count > EB_REPORT_ROWS_MAX ||
 		    m->report.rows_len > REPORT_ROWS_LEN_MAX ||
 		    (m->report.rows_len > 0 && !m->report.rows))
 			return -EINVAL;
@@ -342,7 +380,9 @@ int eb_report_msg_decode(struct cursor *c, struct eb_msg *m)
 	if (m->type == EB_MSG_REPORT_REQ) {
 		r = take_u8(c, &m->report_req.table);
 		if (r >= 0)
-			r = take_zero(c, 3);
+			r = take_u8(c, &m->report_req.version);
+		if (r >= 0)
+			r = take_zero(c, 2);
 		if (r >= 0)
 			r = take_be64(c, &m->report_req.after);
 		return r;
@@ -350,7 +390,7 @@ int eb_report_msg_decode(struct cursor *c, struct eb_msg *m)
 	assert(m->type == EB_MSG_REPORT);
 	r = take_u8(c, &m->report.table);
 	if (r >= 0)
-		r = take_zero(c, 1);
+		r = take_u8(c, &m->report.version);
 	if (r >= 0)
 		r = take_be16(c, &m->report.count);
 	if (r >= 0)
@@ -371,13 +411,14 @@ void eb_report_msg_encode(struct writer *w, const struct eb_msg *m)
 {
 	if (m->type == EB_MSG_REPORT_REQ) {
 		put_u8(w, m->report_req.table);
-		put_zero(w, 3);
+		put_u8(w, m->report_req.version);
+		put_zero(w, 2);
 		put_be64(w, m->report_req.after);
 		return;
 	}
 	assert(m->type == EB_MSG_REPORT);
 	put_u8(w, m->report.table);
-	put_zero(w, 1);
+	put_u8(w, m->report.version);
 	put_be16(w, m->report.count);
 	put_be64(w, m->report.next);
 	put(w, m->report.rows, m->report.rows_len);
@@ -387,7 +428,7 @@ void eb_report_rows_init(struct eb_report_rows *it, const struct eb_msg_report *
 {
 	assert(it);
 	assert(m);
-	*it = (struct eb_report_rows){m->rows, m->rows_len};
+	*it = (struct eb_report_rows){m->rows, m->rows_len, m->version};
 }
 
 int eb_report_next_session(struct eb_report_rows *it, struct eb_report_session *ret)
@@ -397,10 +438,10 @@ int eb_report_next_session(struct eb_report_rows *it, struct eb_report_session *
 
 	if (it->left == 0)
 		return 0;
-	r = session_take(&c, ret);
+	r = session_take(&c, it->version, ret);
 	if (r < 0)
 		return -EBADMSG;
-	*it = (struct eb_report_rows){c.p, c.left};
+	*it = (struct eb_report_rows){c.p, c.left, it->version};
 	return 1;
 }
 
@@ -411,10 +452,10 @@ int eb_report_next_user(struct eb_report_rows *it, struct eb_report_user *ret)
 
 	if (it->left == 0)
 		return 0;
-	r = user_take(&c, ret);
+	r = user_take(&c, it->version, ret);
 	if (r < 0)
 		return -EBADMSG;
-	*it = (struct eb_report_rows){c.p, c.left};
+	*it = (struct eb_report_rows){c.p, c.left, it->version};
 	return 1;
 }
 

@@ -60,6 +60,11 @@ enum {
 /* The upstream's row comes after every session's. */
 #define EB_REPORT_UPSTREAM_ID UINT64_MAX
 
+/* The rows' layouts: version 0 is the first; version 1 adds, after the texts, a session's EMPTY
+ * answers and how long it has been starving, and a user's EMPTY answers. A broker answers in the
+ * version asked for, so a client that asks for 0 reads what it always read. */
+#define EB_REPORT_VERSION 1
+
 /* Rows in one REPORT; a table of 10,000 sessions is 79 pages. */
 #define EB_REPORT_ROWS_MAX 128
 /* "tcp [2001:db8::1]:40000", "unix pid=12 uid=1000": the broker's words for a peer. */
@@ -79,6 +84,9 @@ struct eb_report_session {
 	uint64_t bits_out;             /* full-entropy bits served */
 	uint64_t bytes_drbg;           /* DRBG bytes served */
 	uint64_t quota_left_bits;      /* EB_REPORT_QUOTA: the user's bucket now; else 0 */
+	uint64_t empty_answers;        /* version 1: GETs answered EMPTY */
+	uint32_t starving_ms; /* version 1, sinks: since the first GET not yet followed by DATA,
+	                       * while the latest answer was EMPTY or a GET waits; else 0 */
 	char user[EB_KIND_MAX + 1];
 	char kind[EB_KIND_MAX + 1];
 	char peer[EB_PEER_MAX + 1];
@@ -97,17 +105,24 @@ struct eb_report_user {
 	uint64_t bytes_in, bits_in, bits_out,
 	    bytes_drbg; /* since start, closed sessions included */
 	uint64_t quota_bits_per_hour, quota_left_bits;
+	uint64_t empty_answers; /* version 1: its sessions' GETs answered EMPTY, since start */
 	char name[EB_KIND_MAX + 1];
 };
 
 /* The most bytes one row takes on the wire. */
-#define EB_REPORT_SESSION_ROW_MAX (68 + 6 + 2 * EB_KIND_MAX + EB_PEER_MAX)
-#define EB_REPORT_USER_ROW_MAX    (72 + 2 + EB_KIND_MAX)
+#define EB_REPORT_SESSION_ROW_MAX (68 + 6 + 2 * EB_KIND_MAX + EB_PEER_MAX + 12)
+#define EB_REPORT_USER_ROW_MAX    (72 + 2 + EB_KIND_MAX + 8)
 /* Enough for the rows of any one REPORT. */
 #define EB_REPORT_ROWS_SIZE (EB_REPORT_ROWS_MAX * EB_REPORT_SESSION_ROW_MAX)
 
-/* Appends a row to buf; returns the bytes written, -ENOBUFS when it does not fit, or -EINVAL
- * for a field out of range (what the decoder would refuse). */
+/* Appends a row in layout version to buf; returns the bytes written, -ENOBUFS when it does not
+ * fit, or -EINVAL for a field out of range (what the decoder would refuse; a version 0 row has
+ * the version 1 fields 0). */
+int eb_report_session_encode_version(const struct eb_report_session *row, uint8_t version,
+                                     uint8_t *buf, size_t size);
+int eb_report_user_encode_version(const struct eb_report_user *row, uint8_t version, uint8_t *buf,
+                                  size_t size);
+/* The same in version 0. */
 int eb_report_session_encode(const struct eb_report_session *row, uint8_t *buf, size_t size);
 int eb_report_user_encode(const struct eb_report_user *row, uint8_t *buf, size_t size);
 
@@ -115,6 +130,7 @@ int eb_report_user_encode(const struct eb_report_user *row, uint8_t *buf, size_t
 struct eb_report_rows {
 	const uint8_t *p;
 	size_t left;
+	uint8_t version;
 };
 void eb_report_rows_init(struct eb_report_rows *it, const struct eb_msg_report *m);
 /* 1 and the next row in *ret, 0 at the end, -EBADMSG for a row that is not well-formed. */

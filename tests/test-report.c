@@ -41,6 +41,7 @@ static int page(uint8_t table, const uint8_t *rows, size_t len, uint16_t count, 
 	uint8_t buf[EB_FRAME_MAX];
 	struct eb_msg m = {.type = EB_MSG_REPORT,
 	                   .report = {.table = table,
+	                              .version = EB_REPORT_VERSION,
 	                              .count = count,
 	                              .next = next,
 	                              .rows = len ? rows : NULL,
@@ -214,7 +215,8 @@ static void test_pages(void **state)
 		int r;
 
 		s.id = last = 10 + i;
-		r = eb_report_session_encode(&s, rows + used, sizeof(rows) - used);
+		r = eb_report_session_encode_version(&s, EB_REPORT_VERSION, rows + used,
+		                                     sizeof(rows) - used);
 		assert_int_equal(r, EB_REPORT_SESSION_ROW_MAX);
 		if (i == 0)
 			first = (size_t)r;
@@ -237,6 +239,60 @@ static void test_pages(void **state)
 	/* Ids increase: the same row twice is refused. */
 	memcpy(rows + first, rows, first);
 	assert_int_equal(page(EB_REPORT_SESSIONS, rows, 2 * first, 2, 0), -EINVAL);
+}
+
+/* Version 1 adds fields after the texts; a version 0 client reads exactly what it always read. */
+static void test_versions(void **state)
+{
+	struct eb_report_session s = session_sample(), back;
+	struct eb_report_user u = {
+	    .id = 1, .roles = EB_ROLE_SINK, .empty_answers = 3, .name = "vm"};
+	struct eb_report_user uback;
+	uint8_t v0[EB_REPORT_SESSION_ROW_MAX], v1[EB_REPORT_SESSION_ROW_MAX];
+	struct eb_msg_report m = {.table = EB_REPORT_SESSIONS, .count = 1};
+	struct eb_report_rows it;
+	int n0, n1;
+
+	(void)state;
+	n0 = eb_report_session_encode(&s, v0, sizeof(v0));
+	s.empty_answers = 5;
+	s.starving_ms = 1234;
+	n1 = eb_report_session_encode_version(&s, 1, v1, sizeof(v1));
+	assert_int_equal(n1, n0 + 12);
+	/* The same bytes up to the texts' end: a version 0 reader of the first part agrees. */
+	assert_memory_equal(v0, v1, (size_t)n0);
+	assert_memory_equal(v1 + n0, "\0\0\0\0\0\0\0\x05\0\0\x04\xd2", 12);
+	m.version = 1;
+	m.rows = v1;
+	m.rows_len = (uint32_t)n1;
+	eb_report_rows_init(&it, &m);
+	assert_int_equal(eb_report_next_session(&it, &back), 1);
+	assert_true(back.empty_answers == 5 && back.starving_ms == 1234);
+	assert_int_equal(eb_report_next_session(&it, &back), 0);
+	/* Version 0 has no room for them; a source-only session never starves; no version 2. */
+	assert_int_equal(eb_report_session_encode_version(&s, 0, v0, sizeof(v0)), -EINVAL);
+	assert_int_equal(eb_report_session_encode_version(&s, 2, v0, sizeof(v0)), -EINVAL);
+	s.roles = EB_ROLE_SOURCE;
+	s.flags &= (uint8_t)~EB_REPORT_WAITING;
+	s.waiting_ms = 0;
+	assert_int_equal(eb_report_session_encode_version(&s, 1, v0, sizeof(v0)), -EINVAL);
+
+	n1 = eb_report_user_encode_version(&u, 1, v1, sizeof(v1));
+	assert_true(n1 > 8);
+	m = (struct eb_msg_report){.table = EB_REPORT_USERS,
+	                           .version = 1,
+	                           .count = 1,
+	                           .rows = v1,
+	                           .rows_len = (uint32_t)n1};
+	eb_report_rows_init(&it, &m);
+	assert_int_equal(eb_report_next_user(&it, &uback), 1);
+	assert_true(uback.empty_answers == 3);
+	/* Read as version 0, the extra bytes are not a row. */
+	m.version = 0;
+	eb_report_rows_init(&it, &m);
+	assert_int_equal(eb_report_next_user(&it, &uback), 1);
+	assert_int_equal(eb_report_next_user(&it, &uback), -EBADMSG);
+	assert_int_equal(eb_report_user_encode(&u, v1, sizeof(v1)), -EINVAL);
 }
 
 static void test_health(void **state)
@@ -281,6 +337,7 @@ int main(void)
 	    cmocka_unit_test(test_golden),     cmocka_unit_test(test_session_rules),
 	    cmocka_unit_test(test_user_rules), cmocka_unit_test(test_pages),
 	    cmocka_unit_test(test_health),     cmocka_unit_test(test_strings),
+	    cmocka_unit_test(test_versions),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

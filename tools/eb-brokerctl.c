@@ -44,7 +44,7 @@ static void help(void)
 	       "  sources               one line per source session: user, peer, kind, bytes in,\n"
 	       "                        bits credited, claimed H, health, last seen\n"
 	       "  sinks                 one line per sink session: user, peer, bits served, quota\n"
-	       "                        left, waiting since\n"
+	       "                        left, EMPTY answers, how long it has waited for entropy\n"
 	       "  users                 one line per configured user: roles, sessions, totals\n\n"
 	       "      --json            print one JSON object\n" EB_CLI_CLIENT_HELP
 	       "\nWithout --broker, unix:/run/entropy-broker/broker.sock is used.\n"
@@ -163,13 +163,18 @@ static struct json_object *session_json(const struct eb_report_session *s, enum 
 		json_object_object_add(
 		    o, "waiting_ms",
 		    s->flags & EB_REPORT_WAITING ? json_object_new_uint64(s->waiting_ms) : NULL);
+		/* Across EMPTY answers and retries, until a DATA: null when not starving. */
+		json_object_object_add(o, "starving_ms",
+		                       s->starving_ms ? json_object_new_uint64(s->starving_ms)
+		                                      : NULL);
+		add_u64(o, "empty_answers", s->empty_answers);
 	}
 	return o;
 }
 
 static int session_cells(const struct eb_report_session *s, enum command cmd, struct table *t)
 {
-	char a[32], b[32], c[32], d[32], e[32], f[32];
+	char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
 
 	if (cmd == CMD_SOURCES) {
 		snprintf(c, sizeof(c), "%u.%03u", s->claim_mbits_per_byte / 1000,
@@ -186,13 +191,15 @@ static int session_cells(const struct eb_report_session *s, enum command cmd, st
 		u64(s->quota_left_bits, c, sizeof(c));
 	else
 		snprintf(c, sizeof(c), "-");
-	if (s->flags & EB_REPORT_WAITING)
-		ago(s->waiting_ms, d, sizeof(d));
+	/* A sink that was answered EMPTY and waits to retry is waiting all the same. */
+	if (s->starving_ms)
+		ago(s->starving_ms, d, sizeof(d));
 	else
 		snprintf(d, sizeof(d), "-");
 	return table_add_row(t, u64(s->id, e, sizeof(e)), s->user, s->peer,
 	                     s->kind[0] ? s->kind : "-", u64(s->bits_out, a, sizeof(a)),
-	                     u64(s->bytes_drbg, b, sizeof(b)), c, d, ago(s->last_ms, f, sizeof(f)));
+	                     u64(s->bytes_drbg, b, sizeof(b)), c,
+	                     u64(s->empty_answers, g, sizeof(g)), d, ago(s->last_ms, f, sizeof(f)));
 }
 
 static struct json_object *user_json(const struct eb_report_user *u)
@@ -213,12 +220,13 @@ static struct json_object *user_json(const struct eb_report_user *u)
 	                       quota ? json_object_new_uint64(u->quota_bits_per_hour) : NULL);
 	json_object_object_add(o, "quota_left_bits",
 	                       quota ? json_object_new_uint64(u->quota_left_bits) : NULL);
+	add_u64(o, "empty_answers", u->empty_answers);
 	return o;
 }
 
 static int user_cells(const struct eb_report_user *u, struct table *t)
 {
-	char roles[64], n[3][16], a[32], b[32], c[32], d[32], q[32];
+	char roles[64], n[3][16], a[32], b[32], c[32], d[32], q[32], e[32];
 
 	eb_roles_to_string(u->roles, roles, sizeof(roles));
 	snprintf(n[0], sizeof(n[0]), "%u", u->sessions);
@@ -231,7 +239,8 @@ static int user_cells(const struct eb_report_user *u, struct table *t)
 		snprintf(q, sizeof(q), "-");
 	return table_add_row(t, u->name, roles, n[0], n[1], n[2], u64(u->bytes_in, a, sizeof(a)),
 	                     u64(u->bits_in, b, sizeof(b)), u64(u->bits_out, c, sizeof(c)),
-	                     u64(u->bytes_drbg, d, sizeof(d)), q);
+	                     u64(u->bytes_drbg, d, sizeof(d)), q,
+	                     u64(u->empty_answers, e, sizeof(e)));
 }
 
 static int new_table(enum command cmd, struct table **ret)
@@ -241,12 +250,12 @@ static int new_table(enum command cmd, struct table **ret)
 		return table_new(ret, 9, "ID", "USER", "PEER", "KIND", ">BYTES IN",
 		                 ">BITS CREDITED", ">CLAIM H", "HEALTH", ">LAST SEEN");
 	case CMD_SINKS:
-		return table_new(ret, 9, "ID", "USER", "PEER", "KIND", ">BITS SERVED",
-		                 ">DRBG BYTES", ">QUOTA LEFT", ">WAITING", ">LAST SEEN");
+		return table_new(ret, 10, "ID", "USER", "PEER", "KIND", ">BITS SERVED",
+		                 ">DRBG BYTES", ">QUOTA LEFT", ">EMPTY", ">WAITING", ">LAST SEEN");
 	case CMD_USERS:
-		return table_new(ret, 10, "USER", "ROLES", ">SESSIONS", ">SOURCES", ">SINKS",
+		return table_new(ret, 11, "USER", "ROLES", ">SESSIONS", ">SOURCES", ">SINKS",
 		                 ">BYTES IN", ">BITS IN", ">BITS OUT", ">DRBG BYTES",
-		                 ">QUOTA LEFT/HOUR");
+		                 ">QUOTA LEFT/HOUR", ">EMPTY");
 	case CMD_STATUS:
 	case _CMD_MAX:
 	case _CMD_INVALID:

@@ -239,7 +239,9 @@ static void write_sessions(FILE *f, const struct eb_report_session *v, size_t n)
 			up = &v[i];
 		health[v[i].health]++;
 		asleep += !!(v[i].flags & EB_REPORT_ASLEEP);
-		waiting += !!(v[i].flags & EB_REPORT_WAITING);
+		/* A sink answered EMPTY and waiting to retry waits all the same: counted from
+		 * its first unanswered GET until a DATA, not only while the broker holds it. */
+		waiting += v[i].starving_ms > 0;
 	}
 	family(f, "eb_sources_by_health", "gauge",
 	       "Source sessions by what the broker sees of their data (eb-brokerctl(1)).");
@@ -248,7 +250,9 @@ static void write_sessions(FILE *f, const struct eb_report_session *v, size_t n)
 		             health[h]);
 	family(f, "eb_sources_asleep", "gauge", "Sources told to rest while the pool is full.");
 	sample(f, "eb_sources_asleep", asleep);
-	family(f, "eb_sinks_waiting", "gauge", "Sinks whose request waits for the pool.");
+	family(
+	    f, "eb_sinks_waiting", "gauge",
+	    "Sinks waiting for entropy: a GET held, or answered EMPTY and not yet served since.");
 	sample(f, "eb_sinks_waiting", waiting);
 	if (!up)
 		return;
@@ -269,6 +273,7 @@ enum user_field {
 	USER_DRBG,
 	USER_QUOTA_LEFT,
 	USER_QUOTA,
+	USER_EMPTY,
 	_USER_FIELD_MAX,
 };
 
@@ -285,8 +290,10 @@ static const struct {
     [USER_DRBG] = {"eb_user_drbg_bytes_total", "counter",
                    "DRBG bytes served to the user since the broker started."},
     [USER_QUOTA_LEFT] = {"eb_user_quota_left_bits", "gauge",
-                         "Full-entropy bits the user's quota holds now."},
+                         "Pool bits the user's quota can still spend now."},
     [USER_QUOTA] = {"eb_user_quota_bits_per_hour", "gauge", "The user's quota-bits-per-hour."},
+    [USER_EMPTY] = {"eb_user_empty_answers_total", "counter",
+                    "GETs of the user's sinks answered EMPTY (the pool too low) since start."},
 };
 
 /* A user's figure; false for a quota figure of a user without a quota. */
@@ -316,6 +323,9 @@ static bool user_value(const struct eb_report_user *u, enum user_field k, uint64
 	case USER_QUOTA:
 		*ret = u->quota_bits_per_hour;
 		return quota;
+	case USER_EMPTY:
+		*ret = u->empty_answers;
+		return true;
 	case _USER_FIELD_MAX:
 		break;
 	}
@@ -325,6 +335,13 @@ static bool user_value(const struct eb_report_user *u, enum user_field k, uint64
 /* One series per configured user: users are few and named by the administrator. */
 static void write_users(FILE *f, const struct eb_report_user *v, size_t n)
 {
+	uint64_t empty = 0;
+
+	for (size_t i = 0; i < n; i++)
+		empty += v[i].empty_answers;
+	family(f, "eb_empty_answers_total", "counter",
+	       "GETs answered EMPTY (the pool too low) since start, all users.");
+	sample(f, "eb_empty_answers_total", empty);
 	for (int k = 0; k < _USER_FIELD_MAX; k++) {
 		family(f, user_fields[k].name, user_fields[k].type, user_fields[k].help);
 		for (size_t i = 0; i < n; i++) {
