@@ -58,7 +58,9 @@ def test():
                  "--max-credit-per-byte=8", data])
         check(p.returncode == 0, f"the upstream is fed ({p.stderr.decode().strip()[-200:]})")
         # Drawing needs the broker running before anyone connects: not socket-activated.
-        down = start_broker(users={"tenant": {"role": "sink", "unix-uid": 1001, "key": False}},
+        down = start_broker(users={"tenant": {"role": "sink", "unix-uid": 1001, "key": False},
+                                   "below": {"role": "sink", "unix-uid": 1003, "key": False}},
+                            user_keys={"below": "downstream-broker = yes"},
                             capacity=CAP_DOWN, activate=False, prime_bytes=0, extra=f"""
 [upstream]
 broker = {up.tcp}
@@ -91,6 +93,21 @@ draw-bits = 16384
         expect(ok, "the downstream refills from its upstream after the sink left")
         expect("Not drawing from upstream" not in down.read_log(),
                "the downstream never stopped drawing")
+        if not PRE_FIX:
+            # A real downstream broker's ids count, within the bound: 15 and this broker's
+            # own make 16, which fit; 16 would not, and that broker is refused at HELLO.
+            below = Raw(down.sock, uid=1003)
+            t, payload = hello_with_ids(below, 16)
+            expect(t == MSG["ERROR"] and b"too deep" in payload,
+                   f"a downstream broker with 16 ids is refused: chain too deep ({t}, "
+                   f"{payload[:60]!r})")
+            below.close()
+            below = Raw(down.sock, uid=1003)
+            t, _ = hello_with_ids(below, 15)
+            expect(t == MSG["WELCOME"], f"one with 15 ids is welcomed (got type {t})")
+            ok, secs = refills(up, down, "with a downstream broker of 15 ids")
+            expect(ok, "and the downstream still refills, its path at 16 ids")
+            below.close()
         w.end()
         w.check_cpu()
         w.check_log(50)
