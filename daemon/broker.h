@@ -155,3 +155,10 @@ bool broker_log_allowed(struct broker *b, enum peer_log kind);
 		if (broker_log_allowed(b, kind))                                                   \
 			log_full(level, __VA_ARGS__);                                              \
 	} while (0)
+/* A refused peer, as log_peer() with the MESSAGE_ID the journal's catalog explains. */
+#define MSGID_REFUSED "818b3631cad641cd86096a9c7da237a4"
+#define log_peer_refused(b, kind, level, ...)                                                      \
+	do {                                                                                       \
+		if (broker_log_allowed(b, kind))                                                   \
+			log_struct(level, "MESSAGE_ID=" MSGID_REFUSED, __VA_ARGS__);               \
+	} while (0)

@@ -105,10 +105,11 @@ int chain_accept(struct session *s, const struct eb_msg_hello *h)
 	 * fill the path and stop this broker's refills, or name the upstream and have it refused.
 	 */
 	if (!u->downstream_broker) {
-		log_peer(b, PEER_LOG_REFUSED, LOG_WARNING,
-		         "Refusing %s: user %s sent the broker ids of a chained broker but is not "
-		         "one; set downstream-broker = yes in its [user] section if it is",
-		         s->peer, u->name);
+		log_peer_refused(
+		    b, PEER_LOG_REFUSED, LOG_WARNING,
+		    "Refusing %s: user %s sent the broker ids of a chained broker but is not "
+		    "one; set downstream-broker = yes in its [user] section if it is",
+		    s->peer, u->name);
 		session_refuse(s, EB_ERR_FORBIDDEN, "broker ids from a user that is not a broker");
 		return -EPERM;
 	}
@@ -116,7 +117,7 @@ int chain_accept(struct session *s, const struct eb_msg_hello *h)
 	 * broker that joins it, which then retries with back-off: the brokers already drawing
 	 * through this one, and this one's own refills, carry on. */
 	if (b->upstream && !path_fits(b, h)) {
-		log_peer(
+		log_peer_refused(
 		    b, PEER_LOG_REFUSED, LOG_WARNING,
 		    "Refusing %s (user %s): with its %u broker ids, more than %u brokers would "
 		    "draw through this one",

@@ -183,9 +183,9 @@ static int bind_user(struct session *s, const struct eb_user *u)
 	unsigned idx = (unsigned)(u - s->broker->conf->users);
 
 	if (s->broker->user_sessions[idx] >= u->max_sessions) {
-		log_peer(s->broker, PEER_LOG_LIMIT, LOG_WARNING,
-		         "Refusing %s: user %s has %u sessions, its limit (max-sessions)", s->peer,
-		         u->name, u->max_sessions);
+		log_peer_refused(s->broker, PEER_LOG_LIMIT, LOG_WARNING,
+		                 "Refusing %s: user %s has %u sessions, its limit (max-sessions)",
+		                 s->peer, u->name, u->max_sessions);
 		return -EBUSY;
 	}
 	s->user = (int)idx;
@@ -201,8 +201,9 @@ int session_identify_unix(struct session *s)
 
 	r = session_peer_cred(eb_conn_fd(s->conn), &uc);
 	if (r < 0) {
-		log_peer(s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
-		         "Refusing %s: cannot read its credentials: %s", s->peer, strerror(-r));
+		log_peer_refused(s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
+		                 "Refusing %s: cannot read its credentials: %s", s->peer,
+		                 strerror(-r));
 		return r;
 	}
 	u = unix_peer_user(eb_conn_fd(s->conn), s->broker->conf, &uc);
@@ -213,7 +214,7 @@ int session_identify_unix(struct session *s)
 		 * who runs the client is often the one who can add the section. */
 		account_text(true, uc.uid, uid, sizeof(uid));
 		account_text(false, uc.gid, gid, sizeof(gid));
-		log_peer(
+		log_peer_refused(
 		    s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
 		    "Refusing %s: no [user] section maps uid %s, gid %s or its groups; to let "
 		    "it in, add a [user NAME] section with unix-uid = %u (or unix-gid = GROUP) "
@@ -236,17 +237,18 @@ static int identify_tls(struct session *s)
 	const struct eb_user *u = id ? eb_conf_find_user(s->broker->conf, id) : NULL;
 
 	if (!u) {
-		log_peer(s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
-		         "Refusing %s: its TLS identity names no user", s->peer);
+		log_peer_refused(s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
+		                 "Refusing %s: its TLS identity names no user", s->peer);
 		return -EACCES;
 	}
 	/* The key was looked up when the ClientHello came; a reload since may have rotated it,
 	 * and a rotated key must open nothing more. */
 	if (eb_conn_key_tag(s->conn) != u->key_serial) {
-		log_peer(s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
-		         "Refusing %s (user %s): its key was replaced by a reload during the TLS "
-		         "handshake",
-		         s->peer, u->name);
+		log_peer_refused(
+		    s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
+		    "Refusing %s (user %s): its key was replaced by a reload during the TLS "
+		    "handshake",
+		    s->peer, u->name);
 		return -EACCES;
 	}
 	return bind_user(s, u);
@@ -361,22 +363,22 @@ int session_handshake_result(struct session *s, int r)
 			log_peer(b, PEER_LOG_HANDSHAKE, LOG_INFO,
 			         "%s closed during the TLS handshake", s->peer);
 		else if (f == EB_CONN_FAIL_UNKNOWN_USER)
-			log_peer(b, PEER_LOG_HANDSHAKE, LOG_WARNING,
-			         "Refusing %s: unknown user \"%s\"", s->peer,
-			         eb_conn_offered_identity(s->conn));
+			log_peer_refused(b, PEER_LOG_HANDSHAKE, LOG_WARNING,
+			                 "Refusing %s: unknown user \"%s\"", s->peer,
+			                 eb_conn_offered_identity(s->conn));
 		else if (f == EB_CONN_FAIL_BAD_KEY)
-			log_peer(b, PEER_LOG_HANDSHAKE, LOG_WARNING,
-			         "Refusing %s: wrong key for user \"%s\"", s->peer,
-			         eb_conn_offered_identity(s->conn));
+			log_peer_refused(b, PEER_LOG_HANDSHAKE, LOG_WARNING,
+			                 "Refusing %s: wrong key for user \"%s\"", s->peer,
+			                 eb_conn_offered_identity(s->conn));
 		else if (f == EB_CONN_FAIL_RECORDS)
-			log_peer(
+			log_peer_refused(
 			    b, PEER_LOG_RECORDS, LOG_WARNING,
 			    "Refusing %s: more than %u TLS records before its handshake was done (tiny records?)",
 			    s->peer, EB_CONN_HANDSHAKE_RECORDS_MAX);
 		else
-			log_peer(b, PEER_LOG_HANDSHAKE, LOG_WARNING, "Refusing %s: %s (%s)",
-			         s->peer, eb_conn_failure_to_string(f),
-			         tls_err[0] ? tls_err : "no detail");
+			log_peer_refused(b, PEER_LOG_HANDSHAKE, LOG_WARNING, "Refusing %s: %s (%s)",
+			                 s->peer, eb_conn_failure_to_string(f),
+			                 tls_err[0] ? tls_err : "no detail");
 		return -EACCES;
 	}
 	session_set_state(s, SESSION_HELLO);

@@ -38,16 +38,17 @@ static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 	struct eb_msg m = {.type = EB_MSG_WELCOME};
 
 	if (h->version != EB_PROTO_VERSION) {
-		log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
-		         "Refusing %s (user %s): protocol version %u, this broker speaks %u",
-		         s->peer, u->name, h->version, EB_PROTO_VERSION);
+		log_peer_refused(
+		    s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+		    "Refusing %s (user %s): protocol version %u, this broker speaks %u", s->peer,
+		    u->name, h->version, EB_PROTO_VERSION);
 		return session_refuse(s, EB_ERR_VERSION, "unsupported protocol version");
 	}
 	if ((h->roles & ~u->roles) != 0) {
-		log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
-		         "Refusing %s: user %s asked for roles %s but has only %s", s->peer,
-		         u->name, eb_roles_to_string(h->roles, want, sizeof(want)),
-		         eb_roles_to_string(u->roles, have, sizeof(have)));
+		log_peer_refused(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+		                 "Refusing %s: user %s asked for roles %s but has only %s", s->peer,
+		                 u->name, eb_roles_to_string(h->roles, want, sizeof(want)),
+		                 eb_roles_to_string(u->roles, have, sizeof(have)));
 		return session_refuse(s, EB_ERR_FORBIDDEN, "role not allowed for this user");
 	}
 	if (h->n_chain > 0 && chain_accept(s, h) < 0)
@@ -277,35 +278,35 @@ void session_handle_frame(struct session *s, const struct eb_frame *f)
 	switch (m.type) {
 	case EB_MSG_PUT:
 		if (!(s->roles & EB_ROLE_SOURCE)) {
-			log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
-			         "Refusing PUT from %s: user %s may not donate (connected as %s)",
-			         s->peer, u->name,
-			         eb_roles_to_string(s->roles, roles, sizeof(roles)));
+			log_peer_refused(
+			    s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			    "Refusing PUT from %s: user %s may not donate (connected as %s)",
+			    s->peer, u->name, eb_roles_to_string(s->roles, roles, sizeof(roles)));
 			return session_refuse(s, EB_ERR_FORBIDDEN, "this user may not donate");
 		}
 		return handle_put(s, &m.put);
 	case EB_MSG_GET:
 		if (!(s->roles & EB_ROLE_SINK)) {
-			log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
-			         "Refusing GET from %s: user %s may not draw (connected as %s)",
-			         s->peer, u->name,
-			         eb_roles_to_string(s->roles, roles, sizeof(roles)));
+			log_peer_refused(
+			    s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			    "Refusing GET from %s: user %s may not draw (connected as %s)", s->peer,
+			    u->name, eb_roles_to_string(s->roles, roles, sizeof(roles)));
 			return session_refuse(s, EB_ERR_FORBIDDEN, "this user may not draw");
 		}
 		return handle_get(s, &m.get);
 	case EB_MSG_STATUS_REQ:
 		if (!(s->roles & EB_ROLE_ADMIN)) {
-			log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
-			         "Refusing STATUS from %s: user %s is not an admin", s->peer,
-			         u->name);
+			log_peer_refused(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			                 "Refusing STATUS from %s: user %s is not an admin",
+			                 s->peer, u->name);
 			return session_refuse(s, EB_ERR_FORBIDDEN, "this user may not read status");
 		}
 		return handle_status(s);
 	case EB_MSG_REPORT_REQ:
 		if (!(s->roles & EB_ROLE_ADMIN)) {
-			log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
-			         "Refusing REPORT from %s: user %s is not an admin", s->peer,
-			         u->name);
+			log_peer_refused(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			                 "Refusing REPORT from %s: user %s is not an admin",
+			                 s->peer, u->name);
 			return session_refuse(s, EB_ERR_FORBIDDEN, "this user may not read status");
 		}
 		return handle_report(s, &m.report_req);

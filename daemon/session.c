@@ -434,8 +434,8 @@ static int session_accept(struct broker *b, int fd, bool tls, const char *listen
 		if (b->stopping)
 			log_debug("Refusing %s: the broker is stopping", s->peer);
 		else
-			log_peer(b, PEER_LOG_LIMIT, LOG_WARNING, "Refusing %s: %s reached", s->peer,
-			         limit);
+			log_peer_refused(b, PEER_LOG_LIMIT, LOG_WARNING, "Refusing %s: %s reached",
+			                 s->peer, limit);
 		session_free(s);
 		*ret = NULL;
 		return 0;
@@ -467,8 +467,8 @@ static int session_accept(struct broker *b, int fd, bool tls, const char *listen
 		if (b->stopping)
 			session_refuse(s, EB_ERR_SHUTDOWN, "broker stopping");
 		else {
-			log_peer(b, PEER_LOG_LIMIT, LOG_WARNING, "Refusing %s: %s reached", s->peer,
-			         limit);
+			log_peer_refused(b, PEER_LOG_LIMIT, LOG_WARNING, "Refusing %s: %s reached",
+			                 s->peer, limit);
 			session_refuse(s, EB_ERR_BUSY, "too many sessions");
 		}
 		session_pump(s);

@@ -48,7 +48,59 @@ def packaged(path):
     return hits
 
 
+DOC_DIR = "/usr/share/doc/entropy-broker/"
+
+
+def check_cited_docs():
+    """Every project page the installed man pages and the journal's catalog cite (as
+    /usr/share/doc/entropy-broker/NAME.md, or docs/NAME.md) exists, is installed there by
+    docs/meson.build and is put in a package by debian/*.install."""
+    cited = {}
+    sources = [("docs", "man", f) for f in sorted(os.listdir(MAN))] + [("catalog", "entropy-broker.catalog")]
+    for where in sources:
+        for m in re.finditer(r"(?:docs/|" + re.escape(DOC_DIR) + r")([a-z0-9-]+\.md)", read(*where)):
+            cited.setdefault(m.group(1), set()).add("/".join(where))
+    check(cited, f"the pages cite project pages ({sorted(cited)})")
+    docs_meson = read("docs", "meson.build")
+    for name, by in sorted(cited.items()):
+        check(os.path.exists(os.path.join(SRC, "docs", name)), f"docs/{name} exists")
+        check(f"'{name}'" in docs_meson, f"docs/meson.build installs {name}, cited by {sorted(by)}")
+        check(packaged(DOC_DIR.lstrip("/") + name),
+              f"a Debian package ships {DOC_DIR}{name}, cited by {sorted(by)}")
+    for name, by in sorted(cited.items()):
+        for where in by:
+            check(f"docs/{name}" not in read(*where.split("/")),
+                  f"{where} cites {DOC_DIR}{name}, where it is installed, not docs/{name}")
+
+
+def check_catalog():
+    """Every catalog entry has a Documentation: line, and every MESSAGE_ID the programs log has
+    an entry; every refusal the broker logs carries the refusal's MESSAGE_ID."""
+    cat = read("catalog", "entropy-broker.catalog")
+    entries = re.split(r"^-- ", cat, flags=re.M)[1:]
+    ids = set()
+    for e in entries:
+        mid = e.split("\n", 1)[0].strip()
+        ids.add(mid)
+        check(re.search(r"^Documentation: \S", e, re.M), f"catalog entry {mid} has Documentation:")
+    used = set()
+    for d in ("daemon", "shared", "sources", "sinks", "tools"):
+        for f in os.listdir(os.path.join(SRC, d)):
+            if f.endswith((".c", ".h")):
+                used |= set(re.findall(r'#define MSGID_\w+\s+"([0-9a-f]{32})"', read(d, f)))
+    check(used and used <= ids, f"every MESSAGE_ID logged has a catalog entry (missing: "
+          f"{sorted(used - ids)})")
+    for f in sorted(os.listdir(os.path.join(SRC, "daemon"))):
+        if not f.endswith(".c"):
+            continue
+        plain = re.findall(r'log_peer\(\s*[^;]*?"Refusing', read("daemon", f))
+        check(not plain, f"daemon/{f}: every \"Refusing\" line of a peer carries the refusal "
+              f"MESSAGE_ID (log_peer_refused): {plain[:1]}")
+
+
 def test():
+    check_cited_docs()
+    check_catalog()
     docs_meson = read("docs", "meson.build")
     overview = read("docs", "man", "entropy-broker.7").replace("\\-", "-").replace("\\fB", "").replace("\\fI", "").replace("\\fR", "").replace("\\fP", "")
     all_units = units()
