@@ -152,11 +152,7 @@ int eb_client_new(const struct eb_client_options *o, struct eb_client **ret, cha
 		}
 		r = eb_key_load(key_file, key);
 		if (r < 0) {
-			const char *why = eb_key_error_text(r);
-
-			*ret_error = why ? strdup_printf("Key file %s %s", key_file, why)
-			                 : strdup_printf("Failed to load key file %s: %s", key_file,
-			                                 strerror(-r));
+			*ret_error = eb_key_describe_error(key_file, r);
 			return r;
 		}
 		r = eb_tls_client_new(c->user, key, &c->tls);

@@ -485,7 +485,8 @@ int eb_conf_load_keys(struct eb_conf *conf, char **ret_error)
 	for (unsigned i = 0; i < conf->n_users; i++) {
 		struct eb_user *u = &conf->users[i];
 		_cleanup_free_ char *msg = NULL;
-		const char *why, *where;
+		const char *where;
+		char *why;
 		int k;
 
 		if (!u->key_file)
@@ -502,12 +503,11 @@ int eb_conf_load_keys(struct eb_conf *conf, char **ret_error)
 		where = u->key_file_origin ? u->key_file_origin
 		        : conf->path       ? conf->path
 		                           : "configuration";
-		why = eb_key_error_text(k);
-		if ((why ? asprintf(&msg, "%s: [user %s]: key file %s %s", where, u->name,
-		                    u->key_file, why)
-		         : asprintf(&msg, "%s: [user %s]: cannot read key file %s: %s", where,
-		                    u->name, u->key_file, strerror(-k))) < 0 ||
-		    !append_line(&all, msg)) {
+		why = eb_key_describe_error(u->key_file, k);
+		if (why && asprintf(&msg, "%s: [user %s]: %s", where, u->name, why) < 0)
+			msg = NULL;
+		free(why);
+		if (!msg || !append_line(&all, msg)) {
 			r = -ENOMEM;
 			break;
 		}

@@ -3,7 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <libgen.h>
+#include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +22,7 @@ const char *eb_key_error_text(int r)
 {
 	switch (r) {
 	case -EPERM:
-		return "is readable by group or others; chmod 0600";
+		return "is readable by others, or by a group not this process's own; chmod 0600";
 	case -EBADMSG:
 		return "is not 64 hexadecimal digits and an optional newline";
 	case -ELOOP:
@@ -58,6 +60,79 @@ static char hex_char(unsigned v)
 	return (char)(87u + v + (((v - 10u) >> 8) & ~38u));
 }
 
+/* See eb_key_load(): the owner alone, or a service's own group with root or the service as the
+ * owner. Root's group is no service's: a process running as root:root gets no group reading. */
+static bool mode_safe(const struct stat *st)
+{
+	gid_t gid;
+
+	if (st->st_mode & (S_IRWXO | S_IWGRP | S_IXGRP))
+		return false;
+	if (!(st->st_mode & S_IRGRP))
+		return true;
+	gid = getegid();
+	return gid != 0 && st->st_gid == gid && (st->st_uid == 0 || st->st_uid == geteuid());
+}
+
+/* "name" of a uid or gid, or the number when it has none; into buf. */
+static const char *account_name(bool user, uint32_t id, char *buf, size_t size)
+{
+	char tmp[1024];
+	struct passwd pw, *pwp = NULL;
+	struct group gr, *grp = NULL;
+
+	if (user && getpwuid_r(id, &pw, tmp, sizeof(tmp), &pwp) == 0 && pwp)
+		snprintf(buf, size, "%s", pwp->pw_name);
+	else if (!user && getgrgid_r(id, &gr, tmp, sizeof(tmp), &grp) == 0 && grp)
+		snprintf(buf, size, "%s", grp->gr_name);
+	else
+		snprintf(buf, size, "%u", (unsigned)id);
+	return buf;
+}
+
+char *eb_key_describe_error(const char *path, int r)
+{
+	char me[64], my_group[64], owner[64], group[64];
+	const char *why = eb_key_error_text(r);
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	struct stat st;
+	char *msg = NULL;
+	int n;
+
+	if (r != -EPERM && r != -EACCES) {
+		n = why ? asprintf(&msg, "key file %s %s", path, why)
+		        : asprintf(&msg, "cannot read key file %s: %s", path, strerror(-r));
+		return n < 0 ? NULL : msg;
+	}
+	account_name(true, uid, me, sizeof(me));
+	account_name(false, gid, my_group, sizeof(my_group));
+	if (lstat(path, &st) < 0) {
+		n = asprintf(&msg, "cannot read key file %s as %s:%s: %s", path, me, my_group,
+		             strerror(-r));
+		return n < 0 ? NULL : msg;
+	}
+	account_name(true, st.st_uid, owner, sizeof(owner));
+	account_name(false, st.st_gid, group, sizeof(group));
+	/* The fix: the reader's own file, 0600; else, for a service in a group of its own,
+	 * root:GROUP 0640 (as chrony keeps its keys); running in root's group, root's own file. */
+	if (st.st_uid == uid || gid == 0)
+		n = asprintf(&msg,
+		             "key file %s is %s:%s %04o and this runs as %s:%s: %s; "
+		             "run \"chown %s %s && chmod 0600 %s\"",
+		             path, owner, group, (unsigned)(st.st_mode & 07777), me, my_group,
+		             r == -EPERM ? "others could read it" : "it cannot read it", me, path,
+		             path);
+	else
+		n = asprintf(&msg,
+		             "key file %s is %s:%s %04o and this runs as %s:%s: %s; "
+		             "run \"chown root:%s %s && chmod 0640 %s\"",
+		             path, owner, group, (unsigned)(st.st_mode & 07777), me, my_group,
+		             r == -EPERM ? "others could read it" : "it cannot read it", my_group,
+		             path, path);
+	return n < 0 ? NULL : msg;
+}
+
 int eb_key_load(const char *path, uint8_t ret_key[EB_KEY_SIZE])
 {
 	_cleanup_close_ int fd = -EBADF;
@@ -82,7 +157,7 @@ int eb_key_load(const char *path, uint8_t ret_key[EB_KEY_SIZE])
 	if (!S_ISREG(st.st_mode))
 		return -EBADMSG;
 	/* A key others can read is a key others may have; refuse it before reading a byte. */
-	if (st.st_mode & (S_IRWXG | S_IRWXO))
+	if (!mode_safe(&st))
 		return -EPERM;
 
 	while (n < sizeof(buf)) {
@@ -140,6 +215,11 @@ static void fsync_parent(const char *path)
 
 int eb_key_generate(const char *path)
 {
+	return eb_key_generate_owned(path, (uid_t)-1, (gid_t)-1, false);
+}
+
+int eb_key_generate_owned(const char *path, uid_t uid, gid_t gid, bool group_read)
+{
 	_cleanup_close_ int fd = -EBADF;
 	uint8_t key[EB_KEY_SIZE];
 	char hex[KEY_HEX_LEN + 1];
@@ -177,7 +257,15 @@ int eb_key_generate(const char *path)
 		return r;
 	}
 
-	r = eb_write_all(fd, hex, sizeof(hex));
+	/* Owner and mode before the key: the file is never both group-readable and in the wrong
+	 * group, and umask does not decide the group's bit. */
+	r = 0;
+	if ((uid != (uid_t)-1 || gid != (gid_t)-1) && fchown(fd, uid, gid) < 0)
+		r = negative_errno();
+	if (r >= 0 && fchmod(fd, group_read ? 0640 : 0600) < 0)
+		r = negative_errno();
+	if (r >= 0)
+		r = eb_write_all(fd, hex, sizeof(hex));
 	explicit_bzero(hex, sizeof(hex));
 	if (r >= 0 && fsync(fd) < 0)
 		r = negative_errno();

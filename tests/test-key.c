@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE 1 /* asprintf() */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -27,6 +28,30 @@ static const uint8_t good_key[EB_KEY_SIZE] = {
 };
 
 static char dir[] = "/tmp/test-key.XXXXXX";
+
+/* The user and group the code under test believes it runs as; -1: the real ones. */
+static uid_t fake_uid = (uid_t)-1;
+static gid_t fake_gid = (gid_t)-1;
+
+uid_t __real_geteuid(void);
+uid_t __wrap_geteuid(void);
+uid_t __wrap_geteuid(void)
+{
+	return fake_uid != (uid_t)-1 ? fake_uid : __real_geteuid();
+}
+
+gid_t __real_getegid(void);
+gid_t __wrap_getegid(void);
+gid_t __wrap_getegid(void)
+{
+	return fake_gid != (gid_t)-1 ? fake_gid : __real_getegid();
+}
+
+static void run_as(uid_t uid, gid_t gid)
+{
+	fake_uid = uid;
+	fake_gid = gid;
+}
 
 static int setup(void **state)
 {
@@ -85,11 +110,118 @@ static void test_good(void **state)
 static void test_mode(void **state)
 {
 	(void)state;
+	/* Root's group is no service's own: as root:root, group reading is refused. */
+	run_as(0, 0);
 	expect_load(GOOD_HEX "\n", 65, 0640, -EPERM);
 	expect_load(GOOD_HEX "\n", 65, 0604, -EPERM);
 	expect_load(GOOD_HEX "\n", 65, 0610, -EPERM);
 	expect_load(GOOD_HEX "\n", 65, 0644, -EPERM);
 	expect_load(GOOD_HEX "\n", 65, 0602, -EPERM);
+	run_as((uid_t)-1, (gid_t)-1);
+}
+
+/* Service ids no account on the test machine has, so that messages show the numbers. */
+#define SVC_UID  60998u
+#define SVC_GID  60997u
+#define OTHER_ID 60996u
+
+/* path, as uid:gid with mode, loaded by a process running as SVC_UID:SVC_GID. */
+static int load_as_service(const char *path, uid_t uid, gid_t gid, mode_t mode)
+{
+	uint8_t key[EB_KEY_SIZE];
+	int r;
+
+	assert_int_equal(chown(path, uid, gid), 0);
+	assert_int_equal(chmod(path, mode), 0);
+	run_as(SVC_UID, SVC_GID);
+	r = eb_key_load(path, key);
+	run_as((uid_t)-1, (gid_t)-1);
+	return r;
+}
+
+/* A service's own group may read its key when root or the service owns it, as chrony keeps its
+ * keys (root:_chrony 0640); any other group, other bits for the group, or others, may not. */
+static void test_service_group(void **state)
+{
+	const char *p;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip(); /* files are given to other owners */
+	p = put("svc", GOOD_HEX "\n", 65, 0600);
+	assert_int_equal(load_as_service(p, 0, SVC_GID, 0640), 0);
+	assert_int_equal(load_as_service(p, SVC_UID, SVC_GID, 0640), 0);
+	assert_int_equal(load_as_service(p, 0, SVC_GID, 0440), 0);
+	assert_int_equal(load_as_service(p, SVC_UID, OTHER_ID, 0600), 0);
+	assert_int_equal(load_as_service(p, OTHER_ID, SVC_GID, 0640), -EPERM);
+	assert_int_equal(load_as_service(p, 0, OTHER_ID, 0640), -EPERM);
+	assert_int_equal(load_as_service(p, 0, SVC_GID, 0660), -EPERM);
+	assert_int_equal(load_as_service(p, 0, SVC_GID, 0650), -EPERM);
+	assert_int_equal(load_as_service(p, 0, SVC_GID, 0644), -EPERM);
+	assert_int_equal(load_as_service(p, 0, SVC_GID, 0604), -EPERM);
+}
+
+/* eb_key_describe_error() as SVC_UID:SVC_GID; fmt takes the path three times. */
+#define expect_describe(path, r, fmt)                                                              \
+	do {                                                                                       \
+		_cleanup_free_ char *got = NULL, *want = NULL;                                     \
+                                                                                                   \
+		run_as(SVC_UID, SVC_GID);                                                          \
+		got = eb_key_describe_error(path, r);                                              \
+		run_as((uid_t)-1, (gid_t)-1);                                                      \
+		assert_true(asprintf(&want, fmt, path, path, path) > 0);                           \
+		assert_non_null(got);                                                              \
+		assert_string_equal(got, want);                                                    \
+	} while (0)
+
+/* The refusal names the file, its owner, group and mode, who reads it, and the fix. */
+static void test_describe(void **state)
+{
+	const char *p;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	p = put("svc", GOOD_HEX "\n", 65, 0600);
+	assert_int_equal(load_as_service(p, 0, OTHER_ID, 0640), -EPERM);
+	expect_describe(p, -EPERM,
+	                "key file %s is root:60996 0640 and this runs as 60998:60997: others could "
+	                "read it; run \"chown root:60997 %s && chmod 0640 %s\"");
+	/* root:root 0600, what "chmod 0600" alone used to leave: the service cannot read it. */
+	assert_int_equal(chown(p, 0, 0), 0);
+	assert_int_equal(chmod(p, 0600), 0);
+	expect_describe(
+	    p, -EACCES,
+	    "key file %s is root:root 0600 and this runs as 60998:60997: it cannot read "
+	    "it; run \"chown root:60997 %s && chmod 0640 %s\"");
+	/* The service's own file: 0600 is the fix. */
+	assert_int_equal(load_as_service(p, SVC_UID, SVC_GID, 0644), -EPERM);
+	expect_describe(
+	    p, -EPERM,
+	    "key file %s is 60998:60997 0644 and this runs as 60998:60997: others could "
+	    "read it; run \"chown 60998 %s && chmod 0600 %s\"");
+}
+
+static void test_generate_owned(void **state)
+{
+	char path[256];
+	struct stat st;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	snprintf(path, sizeof(path), "%s/owned", dir);
+	assert_int_equal(eb_key_generate_owned(path, 0, SVC_GID, true), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_uid, 0);
+	assert_int_equal(st.st_gid, SVC_GID);
+	assert_int_equal(st.st_mode & 07777, 0640);
+	assert_int_equal(load_as_service(path, 0, SVC_GID, 0640), 0);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(eb_key_generate_owned(path, SVC_UID, (gid_t)-1, false), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_uid, SVC_UID);
+	assert_int_equal(st.st_mode & 07777, 0600);
 }
 
 static void test_length(void **state)
@@ -239,7 +371,8 @@ int main(void)
 	    cmocka_unit_test(test_good),         cmocka_unit_test(test_mode),
 	    cmocka_unit_test(test_length),       cmocka_unit_test(test_bad_hex),
 	    cmocka_unit_test(test_not_regular),  cmocka_unit_test(test_generate),
-	    cmocka_unit_test(test_default_path),
+	    cmocka_unit_test(test_default_path), cmocka_unit_test(test_service_group),
+	    cmocka_unit_test(test_describe),     cmocka_unit_test(test_generate_owned),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -7,7 +7,9 @@
 - a SIGHUP with a typo keeps the running configuration and the broker serving, ends the reload
   state (RELOADING=1 then READY=1, as systemd requires) with ERRNO= set, and its STATUS= says
   "Reload failed: FILE:LINE: ..." until a reload succeeds, which clears it (ERRNO=0)."""
+import grp
 import os
+import pwd
 import signal
 import subprocess
 import time
@@ -88,6 +90,47 @@ def test_check_config():
         b.cleanup()
 
 
+def test_key_owner():
+    """A key root:GROUP 0640, written by eb-keygen --owner root --group GROUP, is read by a
+    broker running in GROUP (as the service runs in entropy-broker); 0644 is refused with who
+    runs and the fix."""
+    nobody = pwd.getpwnam("nobody")
+    group = grp.getgrgid(nobody.pw_gid).gr_name
+    b = Broker({"admin": {"role": "admin", "key": False, "unix-uid": 0}})
+    try:
+        key = os.path.join(b.tmp, "svc.key")
+        p = run([prog("eb-keygen"), "--owner", "root", "--group", group, key])
+        st = os.stat(key)
+        check(p.returncode == 0 and st.st_uid == 0 and st.st_gid == nobody.pw_gid and
+              st.st_mode & 0o7777 == 0o640,
+              f"eb-keygen --owner root --group {group}: root:{group} 0640 "
+              f"({st.st_uid}:{st.st_gid} {st.st_mode & 0o7777:o}, {p.stderr!r})")
+        with open(b.conf, "a") as f:
+            f.write(f"[user svc]\nrole = source\nkey-file = {key}\n")
+        os.chmod(b.conf, 0o644)
+
+        def as_service():
+            return subprocess.run([prog("eb-brokerd"), "--check-config", b.conf],
+                                  user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[],
+                                  capture_output=True, timeout=30,
+                                  env=dict(os.environ, EB_LOG_TARGET="console"))
+        p = as_service()
+        check(p.returncode == 0, f"read as nobody:{group}: accepted ({p.stderr!r})")
+        os.chmod(key, 0o644)
+        p = as_service()
+        err = p.stderr.decode()
+        check(p.returncode == 2 and f"is root:{group} 0644 and this runs as nobody:{group}" in err
+              and f'run "chown root:{group} {key} && chmod 0640 {key}"' in err,
+              f"0644 refused, naming the owner, who runs, and the fix ({err.strip()!r})")
+        os.chmod(key, 0o600)
+        p = as_service()
+        err = p.stderr.decode()
+        check(p.returncode == 2 and "it cannot read it" in err and "chmod 0640" in err,
+              f"root:{group} 0600, which the service cannot read, says so ({err.strip()!r})")
+    finally:
+        b.cleanup()
+
+
 def status_of(m):
     for field in m.split("\n"):
         if field.startswith("STATUS="):
@@ -155,6 +198,7 @@ def test_reload():
 
 def test():
     test_check_config()
+    test_key_owner()
     test_reload()
 
 
