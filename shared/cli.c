@@ -144,6 +144,52 @@ void eb_cli_client_watch(struct eb_client *c)
 	eb_client_set_watch(c, watch, NULL);
 }
 
+/* One wait of a sink for its broker's pool or quota; eb_cli_sink_answer(). */
+static struct {
+	int why; /* -EAGAIN, -EDQUOT, or 0 when not waiting */
+	uint64_t since_ms, logged_ms;
+	unsigned answers;
+} starving;
+
+static const char *starving_reason(int why)
+{
+	return why == -EDQUOT ? "its quota for this user is spent" : "its pool is empty";
+}
+
+void eb_cli_sink_answer(struct eb_client *c, int r)
+{
+	uint64_t now = eb_now_ms();
+
+	if (r >= 0) {
+		if (starving.why)
+			log_notice("Served by %s again after %" PRIu64 " s of waiting (%u answers)",
+			           eb_client_broker(c), (now - starving.since_ms + 500) / 1000,
+			           starving.answers);
+		if (starving.why)
+			(void)sd_notifyf(false, "STATUS=Connected to %s", eb_client_broker(c));
+		starving.why = 0;
+		return;
+	}
+	if (r != -EAGAIN && r != -EDQUOT)
+		return;
+	if (starving.why != r) {
+		starving.why = r;
+		starving.since_ms = starving.logged_ms = now;
+		starving.answers = 1;
+		log_notice("Waiting for broker %s: %s", eb_client_broker(c), starving_reason(r));
+		(void)sd_notifyf(false, "STATUS=Waiting for broker %s: %s", eb_client_broker(c),
+		                 starving_reason(r));
+		return;
+	}
+	starving.answers++;
+	if (now - starving.logged_ms >= OUTAGE_REPEAT_MS) {
+		starving.logged_ms = now;
+		log_notice("Still waiting for broker %s after %" PRIu64 " s (%u answers): %s",
+		           eb_client_broker(c), (now - starving.since_ms + 500) / 1000,
+		           starving.answers, starving_reason(r));
+	}
+}
+
 /* Handles one of the source or credit options into p (--dump-raw opens its file, mode 0600,
  * truncated): 1 when it was one, 0 when not, -2 for a usage or open error (already logged). name
  * is the long option's, for the message. */

@@ -181,3 +181,9 @@ int eb_cli_client_new(const struct eb_client_options *o, struct eb_client **ret)
  * of another client of the same program (eb-sink-egd's two) is no outage. Refusals (-EACCES) are
  * final and left to the program to log; they only set STATUS=. */
 void eb_cli_client_watch(struct eb_client *c);
+
+/* For a sink, after each eb_client_receive(): r is its result. The first EMPTY or QUOTA of a wait
+ * is a notice (no -v needed) naming the broker ("Waiting for broker X: its pool is empty"), then
+ * one line a minute with the count of answers and the time waited, and "Served by X again after N
+ * s" when DATA comes; STATUS= says "Waiting for ..." meanwhile. Other results are left alone. */
+void eb_cli_sink_answer(struct eb_client *c, int r);

@@ -209,14 +209,18 @@ int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_sour
 			if (r < 0)
 				goto finish;
 			/* The pool is full: sample nothing until the broker wants more. */
-			log_debug("Broker %s is full; resting", eb_client_broker(c));
+			uint64_t rest = eb_now_ms();
+
+			log_notice("Broker %s is full (SLEEP); resting until it wants data",
+			           eb_client_broker(c));
 			r = eb_client_wait_wake(c);
 			if (r < 0) {
 				log_warning("Lost broker %s: %s; failing over", eb_client_broker(c),
 				            eb_client_last_error(c));
 				continue;
 			}
-			log_debug("Broker %s wants data again", eb_client_broker(c));
+			log_notice("Broker %s wants data again; resuming after %" PRIu64 " s",
+			           eb_client_broker(c), (eb_now_ms() - rest + 500) / 1000);
 		}
 
 		/* The gate writes straight behind what is pending: room for the most the block can

@@ -268,6 +268,7 @@ int main(int argc, char *argv[])
 		if (!eb_client_connected(client))
 			goto lost;
 		r = eb_client_receive(client, buf, sizeof(buf), &len, &bits, &retry);
+		eb_cli_sink_answer(client, r);
 		if (r == -ENOTCONN ||
 		    (r < 0 && r != -EAGAIN && r != -EDQUOT && !eb_client_connected(client))) {
 			if (r == -EACCES) {

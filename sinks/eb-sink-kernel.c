@@ -197,8 +197,10 @@ static int feed(struct eb_client *client, int fd, uint64_t want, uint64_t deadli
 			log_debug("Drawing from %s", eb_client_broker(client));
 		}
 		r = eb_client_request(client, asked, EB_GET_FULL);
-		if (r >= 0)
+		if (r >= 0) {
 			r = eb_client_receive(client, buf, asked, &len, &bits, &retry);
+			eb_cli_sink_answer(client, r);
+		}
 		if (r == -EAGAIN || r == -EDQUOT) {
 			log_debug("Broker %s: %s, retrying in %u ms", eb_client_broker(client),
 			          r == -EAGAIN ? "pool empty" : "quota spent", retry);

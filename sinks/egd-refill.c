@@ -207,8 +207,10 @@ static void refill(struct egd_refill *r)
 	/* The level only falls while the GET is out, so the answer will fit. */
 	want = MIN(MAX(want, (size_t)8), (size_t)EB_DATA_MAX);
 	k = eb_client_request(r->active, want, EB_GET_FULL);
-	if (k >= 0)
+	if (k >= 0) {
 		k = eb_client_receive(r->active, r->scratch, EB_DATA_MAX, &len, &bits, &retry);
+		eb_cli_sink_answer(r->active, k);
+	}
 	if (k == -EAGAIN || k == -EDQUOT) {
 		log_debug("Broker %s: %s, retrying in %" PRIu32 " ms", eb_client_broker(r->active),
 		          k == -EAGAIN ? "pool empty" : "quota spent", retry);

@@ -3,7 +3,9 @@
 the reason, not one a retry, then "Connected to X after N s" once the broker answers; STATUS=
 says "Not connected: REASON", then "Connected to X". Errors point the right way: a name that
 does not resolve is a resolver failure, another service on the port (an HTTP server, a unix peer
-that sends garbage) is "not an entropy broker", and a refused key stays a refusal."""
+that sends garbage) is "not an entropy broker", and a refused key stays a refusal. A sink
+waiting on an empty pool says so once (and when it is served again); a source says when it
+rests because the broker is full, and when it resumes."""
 
 import os
 import signal
@@ -13,7 +15,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-from eblib import Broker, Failure, check, closed_port, main, prog, wait_for, write_key
+from eblib import (Broker, Failure, check, closed_port, donate, draw, main, prog, wait_for,
+                   write_key)
 
 
 class Notify:
@@ -100,7 +103,7 @@ def test():
     b = Broker({"src": {"role": "source", "max-credit-per-byte": 8}, "sink": {"role": "sink"}})
     tmp = b.tmp
     holder, port = closed_port()
-    clients = []
+    clients, brokers = [], []
     try:
         # 1. Nothing listens: a source and two sinks each warn once, naming the address and
         # the reason, and keep retrying (several attempts within the window, one line).
@@ -189,12 +192,45 @@ def test():
         check(c.p.returncode != 0 and 'refused user "sink" or its key' in t and
               "not an entropy broker" not in t,
               f"a wrong key is a refusal, not another service ({t!r})")
+        # 7. A sink on an empty pool: one notice that it waits, one when it is served.
+        b2 = Broker({"src": {"role": "source", "max-credit-per-byte": 8},
+                     "sink": {"role": "sink"}}, capacity=131072).start()
+        brokers.append(b2)
+        c = Client(tmp, "eb-sink-file", ["-b", b2.tcp, "-u", "sink", "-k", b2.keys["sink"],
+                                         "--bytes", "1024", "-o", os.path.join(tmp, "out2")])
+        clients.append(c)
+        check(c.wait(f"Waiting for broker {b2.tcp}: its pool is empty"),
+              f"a sink on an empty pool says it waits, without -v ({c.text()!r})")
+        time.sleep(2)  # EMPTY every 250 ms: several answers, still one line
+        n = len(c.lines("aiting for broker"))
+        check(n == 1, f"one line for the wait so far, not one an answer ({n})")
+        data = os.path.join(tmp, "data")
+        with open(data, "wb") as f:
+            f.write(os.urandom(8192))
+        check(donate(b2, "src", data).returncode == 0,
+              "a source fills the pool")
+        check(c.wait(f"Served by {b2.tcp} again after"),
+              f"the sink says it is served again ({c.text()!r})")
+        c.p.wait(20)
+        check(c.p.returncode == 0, "and gets its bytes")
+
+        # 8. A source into a full pool rests, says so, and says when it resumes.
+        c = Client(tmp, "eb-source-kernel", ["-b", b2.tcp, "-u", "src", "-k", b2.keys["src"],
+                                             "--credit-per-byte", "8"])
+        clients.append(c)
+        check(c.wait(f"Broker {b2.tcp} is full (SLEEP); resting", 30),
+              f"a source into a full pool says it rests, without -v ({c.text()!r})")
+        p = draw(b2, "sink", 14000)
+        check(p.returncode == 0, "a sink drains the pool below its low water")
+        check(c.wait(f"Broker {b2.tcp} wants data again; resuming after", 30),
+              f"the source says it resumes ({c.text()!r})")
     finally:
         for c in clients:
             c.stop()
         holder.close()
-        b.stop()
-        b.cleanup()
+        for x in [b] + brokers:
+            x.stop()
+            x.cleanup()
 
 
 if __name__ == "__main__":
