@@ -233,7 +233,6 @@ void broker_number_keys(struct broker *b, const struct eb_conf *old, struct eb_c
  * running configuration is not the one on disk. */
 static void reload_failed(struct broker *b, int r, const char *error)
 {
-	_cleanup_free_ char *status = NULL;
 	char *copy = strdup(error ? error : "out of memory");
 
 	if (copy) {
