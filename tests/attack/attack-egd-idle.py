@@ -59,6 +59,7 @@ class EgdSink:
             return f.read()
 
     def stop(self):
+        """Stops the sink; checks that it stopped cleanly, without a sanitizer's report."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -66,7 +67,13 @@ class EgdSink:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self.logf.close()
+        if not self.logf.closed:
+            self.logf.close()
+            log = self.read_log()
+            expect(self.proc.returncode == 0 and "Sanitizer" not in log and
+                   "runtime error" not in log,
+                   f"eb-sink-egd stops with exit 0 and no sanitizer report "
+                   f"({self.proc.returncode}: {log[-300:] if self.proc.returncode else ''})")
 
 
 def blocking_read(path, n, timeout):
