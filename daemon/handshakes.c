@@ -7,12 +7,17 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "macro.h"
 #include "session.h"
 
 struct addr_count {
 	struct addr_count *next;
 	struct peer_addr addr;
-	unsigned n;
+	unsigned n;       /* handshakes under way */
+	unsigned charged; /* failed ones charged until charged_until */
+	uint64_t charged_until;
+	bool idle; /* in handshakes.idle: n is 0, charged is not */
+	struct eb_list_node idle_node;
 };
 
 static bool counted(const struct peer_addr *a)
@@ -68,6 +73,42 @@ static int grow(struct handshakes *h)
 	return 0;
 }
 
+static void unlink_addr(struct handshakes *h, struct addr_count *c)
+{
+	struct addr_count **p = find(h, &c->addr);
+
+	if (c->idle) {
+		eb_list_remove(&h->idle, &c->idle_node);
+		c->idle = false;
+		h->n_idle--;
+	}
+	*p = c->next;
+	free(c);
+	h->n_addrs--;
+}
+
+/* Charges all expire together, at the latest one's end: an address keeps its charges a little
+ * longer under a steady churn, never less long. */
+static unsigned charges(struct addr_count *c, uint64_t now)
+{
+	if (c->charged > 0 && now >= c->charged_until)
+		c->charged = 0;
+	return c->charged;
+}
+
+/* Forgets addresses whose charges have run out, oldest first, and the oldest beyond
+ * HANDSHAKE_IDLE_MAX: a peer that rotates its addresses grows the table by no more. */
+static void sweep(struct handshakes *h, uint64_t now)
+{
+	while (h->idle.first) {
+		struct addr_count *c = eb_list_entry(h->idle.first, struct addr_count, idle_node);
+
+		if (h->n_idle <= HANDSHAKE_IDLE_MAX && charges(c, now) > 0)
+			break;
+		unlink_addr(h, c);
+	}
+}
+
 void handshakes_add(struct handshakes *h, struct session *s)
 {
 	struct addr_count **p, *c;
@@ -85,35 +126,77 @@ void handshakes_add(struct handshakes *h, struct session *s)
 		*p = c;
 		h->n_addrs++;
 	}
-	(*p)->n++;
+	c = *p;
+	if (c->idle) {
+		eb_list_remove(&h->idle, &c->idle_node);
+		c->idle = false;
+		h->n_idle--;
+	}
+	c->n++;
 	s->addr_counted = true;
 }
 
-void handshakes_remove(struct handshakes *h, struct session *s)
+void handshakes_remove(struct handshakes *h, struct session *s, bool failed, uint64_t now)
 {
-	struct addr_count **p, *c;
+	struct addr_count *c;
 
 	eb_list_remove(&h->list, &s->handshake_node);
 	if (!s->addr_counted)
 		return;
 	s->addr_counted = false;
-	p = find(h, &s->addr);
-	c = *p;
-	if (!c || --c->n > 0)
+	c = *find(h, &s->addr);
+	if (!c)
 		return;
-	*p = c->next;
-	free(c);
-	h->n_addrs--;
+	c->n--;
+	if (failed && now < s->accepted_usec + HANDSHAKE_CHARGE_USEC) {
+		(void)charges(c, now);
+		c->charged++;
+		c->charged_until = MAX(c->charged_until, s->accepted_usec + HANDSHAKE_CHARGE_USEC);
+	}
+	if (c->n > 0)
+		return;
+	if (charges(c, now) == 0) {
+		unlink_addr(h, c);
+		return;
+	}
+	eb_list_append(&h->idle, &c->idle_node);
+	c->idle = true;
+	h->n_idle++;
+	sweep(h, now);
 }
 
-unsigned handshakes_from(const struct handshakes *h, const struct peer_addr *a)
+unsigned handshakes_from(struct handshakes *h, const struct peer_addr *a, uint64_t now)
 {
 	struct addr_count *c;
 
 	if (!counted(a) || h->n_buckets == 0)
 		return 0;
+	sweep(h, now);
 	c = *find(h, a);
-	return c ? c->n : 0;
+	return c ? c->n + charges(c, now) : 0;
+}
+
+struct session *handshakes_busiest(const struct handshakes *h, unsigned more_than)
+{
+	const struct addr_count *top = NULL;
+
+	/* Both walks are bounded by max-handshakes (and the idle addresses): this runs only when
+	 * every handshake slot is taken. */
+	for (unsigned i = 0; i < h->n_buckets; i++)
+		for (const struct addr_count *c = h->buckets[i]; c; c = c->next)
+			if (!top || c->n > top->n)
+				top = c;
+	if (!top || top->n <= more_than)
+		return NULL;
+	/* Its newest: an older one is nearer its end, if it is a real client's. */
+	for (struct eb_list_node *n = h->list.last; n; n = n->prev) {
+		struct session *s = eb_list_entry(n, struct session, handshake_node);
+
+		if (s->addr_counted && s->addr.family == top->addr.family &&
+		    memcmp(s->addr.bytes, top->addr.bytes, sizeof(s->addr.bytes)) == 0)
+			return s;
+	}
+	return NULL;
 }
 
 struct session *handshakes_oldest(const struct handshakes *h)

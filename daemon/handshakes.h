@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "list.h"
 
@@ -11,20 +12,35 @@ struct session;
 struct peer_addr;
 struct addr_count;
 
+/* A handshake that fails within this time of its accept stays charged to its address until this
+ * time has passed: a peer that connects, sends a ClientHello and resets, again and again, meets
+ * the per-address limit as a rate (max-handshakes-per-address a second), not never. */
+#define HANDSHAKE_CHARGE_USEC (1000000ULL)
+/* Addresses with charges left and no handshake under way, at most: past it the oldest charge is
+ * forgotten (which errs towards admitting). */
+#define HANDSHAKE_IDLE_MAX 4096
+
 struct handshakes {
 	struct eb_list list; /* of session.handshake_node, oldest first */
 	struct addr_count **buckets;
 	unsigned n_buckets, n_addrs;
-	unsigned seed; /* a peer must not choose which addresses share a bucket */
+	unsigned seed;       /* a peer must not choose which addresses share a bucket */
+	struct eb_list idle; /* of addr_count.idle_node: charged, none under way; oldest first */
+	unsigned n_idle;
 };
 
 /* s begins its handshake. Its address is counted unless memory is short (the per-address limit
  * then misses it, which only errs towards admitting). */
 void handshakes_add(struct handshakes *h, struct session *s);
-/* s's handshake ended, however. */
-void handshakes_remove(struct handshakes *h, struct session *s);
-/* Handshakes under way from a's address (IPv4 address, IPv6 /64, vsock CID, process). */
-unsigned handshakes_from(const struct handshakes *h, const struct peer_addr *a);
+/* s's handshake ended, however; failed: it did not authenticate (a reset, an error, a timeout,
+ * made way for another), and is charged as above. now: the loop's monotonic clock. */
+void handshakes_remove(struct handshakes *h, struct session *s, bool failed, uint64_t now);
+/* Handshakes under way from a's address (IPv4 address, IPv6 /64, vsock CID, process), and
+ * failed ones still charged to it. */
+unsigned handshakes_from(struct handshakes *h, const struct peer_addr *a, uint64_t now);
 /* The one that began first, or NULL. */
 struct session *handshakes_oldest(const struct handshakes *h);
+/* The one that began last from the address with the most under way, if that address has more
+ * than more_than; else NULL. */
+struct session *handshakes_busiest(const struct handshakes *h, unsigned more_than);
 void handshakes_free(struct handshakes *h);

@@ -156,7 +156,7 @@ void session_count(struct session *s, int delta)
 		if (delta > 0)
 			handshakes_add(&b->handshakes, s);
 		else
-			handshakes_remove(&b->handshakes, s);
+			handshakes_remove(&b->handshakes, s, !s->authenticated, broker_now(b));
 		break;
 	case SESSION_READY:
 		if (s->roles & EB_ROLE_SOURCE)
@@ -277,6 +277,7 @@ const char *session_over_limit(struct session *s)
 	struct broker *b = s->broker;
 	const struct eb_conf *conf = b->conf;
 	struct session *oldest;
+	unsigned mine;
 
 	if (b->stopping)
 		return "stopping";
@@ -285,16 +286,29 @@ const char *session_over_limit(struct session *s)
 	if (b->n_network > conf->max_sessions)
 		return "max-sessions";
 	/* s itself is not counted yet: it joins at SESSION_HANDSHAKE. */
-	if (handshakes_from(&b->handshakes, &s->addr) >= conf->max_handshakes_per_address)
+	mine = handshakes_from(&b->handshakes, &s->addr, s->accepted_usec);
+	if (mine >= conf->max_handshakes_per_address)
 		return "max-handshakes-per-address";
 	if (b->n_handshakes < conf->max_handshakes)
 		return NULL;
 	oldest = handshakes_oldest(&b->handshakes);
-	if (!oldest || oldest->accepted_usec + HANDSHAKE_EVICT_AGE_USEC > s->accepted_usec)
+	if (oldest && oldest->accepted_usec + HANDSHAKE_EVICT_AGE_USEC <= s->accepted_usec) {
+		log_peer(b, PEER_LOG_LIMIT, LOG_INFO,
+		         "Closing %s: its TLS handshake stalled while others wait (max-handshakes)",
+		         oldest->peer);
+		session_free(oldest);
+		return NULL;
+	}
+	/* All young: the address holding the most makes way, if it holds more than the
+	 * newcomer's would with it, so that a few addresses churning connections cannot keep
+	 * every other address out: the slots end up shared between addresses. */
+	oldest = handshakes_busiest(&b->handshakes, mine + 1);
+	if (!oldest)
 		return "max-handshakes";
-	log_peer(b, PEER_LOG_LIMIT, LOG_INFO,
-	         "Closing %s: its TLS handshake stalled while others wait (max-handshakes)",
-	         oldest->peer);
+	log_peer(
+	    b, PEER_LOG_LIMIT, LOG_INFO,
+	    "Closing %s: its address holds the most TLS handshakes while others wait (max-handshakes)",
+	    oldest->peer);
 	session_free(oldest);
 	return NULL;
 }

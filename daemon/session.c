@@ -238,6 +238,9 @@ void session_set_state(struct session *s, enum session_state state)
 		closing_begin(s);
 	if (s->state == state)
 		return;
+	/* A handshake that ends otherwise stays charged to its address a while (handshakes.c). */
+	if (s->state == SESSION_HANDSHAKE && state == SESSION_HELLO)
+		s->authenticated = true;
 	session_count(s, -1);
 	s->state = state;
 	session_count(s, +1);
@@ -427,6 +430,15 @@ static int session_accept(struct broker *b, int fd, bool tls, const char *listen
 	r = eb_conn_new(fd, tls ? b->tls : NULL, true, true, &s->conn);
 	if (r < 0)
 		goto fail; /* fd closed by eb_conn_new() */
+	if (tls && s->addr.family == 0) {
+		/* getpeername() fails for a connection reset before it was accepted: the peer is
+		 * gone, and one without an address would meet no per-address limit (a storm of
+		 * connect, ClientHello, reset took every handshake slot so). */
+		log_debug("Closing %s: it was gone before it was accepted", s->peer);
+		session_free(s);
+		*ret = NULL;
+		return 0;
+	}
 	limit = session_over_limit(s);
 	if (limit && !s->local) {
 		/* Before the handshake nothing we could say is authenticated, and a handshake is

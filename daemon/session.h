@@ -47,6 +47,7 @@ struct session {
 	struct eb_list_node node;           /* in broker->sessions */
 	struct eb_list_node handshake_node; /* in broker->handshakes while in HANDSHAKE */
 	bool addr_counted;                  /* its address counts towards a per-address limit */
+	bool authenticated; /* its handshake succeeded (it left HANDSHAKE for HELLO) */
 	/* A handshake step on a worker thread (broker->workers): until it comes back the
 	 * connection is the worker's, and the loop neither reads it nor frees it. A session
 	 * ended meanwhile (a timeout, make-way, shutdown) is counted out at once; its step is
