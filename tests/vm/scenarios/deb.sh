@@ -219,14 +219,14 @@ step "no file was edited"
 guest 'find /etc/entropy-broker -type f | grep . && exit 1; true' || fail "a file appeared in /etc/entropy-broker"
 
 # The README's steps for users on other machines: the lines before the key is made open the TCP
-# port (and restart a running broker so that it takes it); then the key, a [user] section where
+# port (enable the socket, restart the running broker, which takes it); then the key, a [user] section where
 # the README says $EDITOR, the reload, and a sink on TCP (the README's broker.example is this
 # guest) draws with that key.
 step "README: users on other machines"
 awk '/^Users on other machines/ { on = 1; next } on && /^```sh/ { inb = 1; next }
 	inb && /^```/ { exit } inb && !/^#/ && NF { print }' "$top/README.md" >"$d/remote-commands"
 cat "$d/remote-commands"
-grep -qx 'systemctl enable --now eb-brokerd-tcp.socket' "$d/remote-commands" ||
+grep -qE '^systemctl enable (--now )?eb-brokerd-tcp\.socket( |$)' "$d/remote-commands" ||
 	fail "the README's steps for users on other machines do not enable eb-brokerd-tcp.socket"
 while IFS= read -r line; do
 	line=${line%%#*}
@@ -238,19 +238,13 @@ while IFS= read -r line; do
 		;;
 	eb-*' -b tcp://broker.example'*)
 		;;
-	eb-brokerctl*)
-		# Root's view over the local socket is the packaged drop-in's (issue 17, point 2), not
-		# this step's: shown, not judged here.
-		step "README: $line"
-		vm_exec "$line" || report "'$line' failed (see above)"
-		;;
 	*)
 		step "README: $line"
 		guest "$line"
 		;;
 	esac
-	if [[ $line == 'systemctl enable --now eb-brokerd-tcp.socket' ]]; then
-		guest 'systemctl is-enabled eb-brokerd-tcp.socket; systemctl is-active eb-brokerd-tcp.socket' >/dev/null
+	if [[ $line == 'systemctl restart eb-brokerd.service' ]]; then
+		guest 'systemctl is-enabled eb-brokerd-tcp.socket; systemctl is-active eb-brokerd-tcp.socket eb-brokerd.service' >/dev/null
 	fi
 done <"$d/remote-commands"
 wait_guest 30 'ss -ltnH | awk "{ print \$4 }" | grep -q ":55225$"' || fail "nothing listens on TCP 55225 after the README's steps"
