@@ -284,7 +284,7 @@ def test_sleep(b):
         w.stop = True
         src.terminate()
         err = src.communicate(timeout=10)[1].decode()
-    check("is full; resting" in err, "the source says it rested")
+    check("is full (SLEEP); resting" in err, "the source says it rested")
 
 
 def test_exec(b):
