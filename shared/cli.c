@@ -367,6 +367,13 @@ int eb_cli_source_client_new(struct eb_client_options *o, const struct eb_source
 		           g->h_mbits / 1000, g->h_mbits % 1000, per, g->cap_mbits_per_byte / 1000,
 		           g->cap_mbits_per_byte % 1000);
 	o->claim_mbits_per_byte = MIN(g->h_mbits, g->cap_mbits_per_byte);
+	/* A capture for eb-assess needs no broker: sample, test and dump, donate nothing. */
+	if (o->n_brokers == 0 && p->dump_fd >= 0) {
+		log_notice(
+		    "No broker given: capturing raw samples to --dump-raw only, donating nothing");
+		*ret = NULL;
+		return 0;
+	}
 	r = eb_cli_client_new(o, ret);
 	if (r >= 0)
 		eb_cli_client_watch(*ret);

@@ -59,7 +59,8 @@ enum {
 
 #define EB_CLI_SOURCE_HELP                                                                         \
 	"      --dump-raw FILE   also write every raw sample to FILE, one per byte, before any\n"  \
-	"                        conditioning (the input of NIST's SP 800-90B ea_* tools)\n"       \
+	"                        conditioning (the input of NIST's SP 800-90B ea_* tools); with\n" \
+	"                        no --broker, only that (a capture for eb-assess)\n"               \
 	"      --samples N       stop after N samples (default: run until stopped)\n"
 
 /* The credit claimed per byte by a source with no estimate of its own (a file, a program, the
@@ -130,7 +131,9 @@ int eb_cli_source_parse(int argc, char *argv[], const struct eb_cli_program *pro
 void eb_cli_source_params_done(struct eb_source_params *p);
 
 /* Creates a source's client: claims p's H per byte up to the cap (saying so when the cap cuts
- * the claim of a low-trust source; per: "byte", "byte of X"), then as eb_cli_client_new(). */
+ * the claim of a low-trust source; per: "byte", "byte of X"), then as eb_cli_client_new(). With
+ * no broker and --dump-raw given, *ret is NULL: an offline capture (eb_source_run() takes NULL),
+ * and a watch (eb_cli_client_watch()) on a client made. */
 int eb_cli_source_client_new(struct eb_client_options *o, const struct eb_source_params *p,
                              const char *per, struct eb_client **ret);
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -634,6 +635,35 @@ int eb_client_wait_wake(struct eb_client *c)
 			c->asleep = false;
 			break;
 		}
+		if (r < 0)
+			return r;
+		if (r == 0)
+			return fail(c, -EPROTO, "unexpected message while asleep");
+	}
+	return 0;
+}
+
+int eb_client_poll_wake(struct eb_client *c)
+{
+	struct pollfd pfd;
+
+	if (!c->conn)
+		return -ENOTCONN;
+	for (unsigned unasked = 0; c->asleep; unasked++) {
+		struct eb_msg m;
+		int r;
+
+		if (eb_now_ms() >= c->wake_deadline_ms) {
+			c->asleep = false;
+			break;
+		}
+		if (unasked > UNASKED_MAX)
+			return fail(c, -EPROTO, "the broker sent SLEEP or WAKE again and again");
+		/* Only what has arrived: a frame begun is read whole, within the timeout. */
+		pfd = (struct pollfd){.fd = eb_conn_fd(c->conn), .events = POLLIN};
+		if (!eb_conn_pending(c->conn) && poll(&pfd, 1, 0) <= 0)
+			break;
+		r = read_msg(c, c->timeout_ms, &m);
 		if (r < 0)
 			return r;
 		if (r == 0)

@@ -62,6 +62,10 @@ int eb_client_flush(struct eb_client *c);
 bool eb_client_asleep(const struct eb_client *c);
 /* Waits until WAKE or the SLEEP's time is up; 0 then. */
 int eb_client_wait_wake(struct eb_client *c);
+/* Takes in the SLEEP and WAKE frames that have already arrived, without waiting for more: for a
+ * source that goes on sampling while the broker is full (--dump-raw). eb_client_asleep() then
+ * says whether to send. */
+int eb_client_poll_wake(struct eb_client *c);
 
 /* Sends a GET for len bytes (8..EB_DATA_MAX); -EBUSY with EB_CLIENT_GETS_MAX in flight. */
 int eb_client_request(struct eb_client *c, size_t len, enum eb_get_mode mode);

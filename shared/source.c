@@ -34,7 +34,7 @@ static int ensure_connected(struct eb_client *c)
 {
 	int r;
 
-	if (eb_client_connected(c))
+	if (!c || eb_client_connected(c))
 		return 0;
 	r = eb_client_connect_retry(c, 0);
 	if (r < 0)
@@ -136,6 +136,14 @@ static int send_pending(struct eb_client *c, struct pending *q, struct eb_source
 
 	if (q->len == 0)
 		return 0;
+	/* Capturing alone (no broker), or while the broker is full: the conditioned bytes have
+	 * nowhere to go, and are wiped. */
+	if (!c || eb_client_asleep(c)) {
+		explicit_bzero(q->buf, q->len);
+		q->len = 0;
+		q->credit = 0;
+		return 0;
+	}
 	r = eb_client_put(c, q->buf, q->len, q->credit);
 	explicit_bzero(q->buf, q->len);
 	if (r == -EACCES)
@@ -161,7 +169,7 @@ int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_sour
 	struct pending q = {};
 	struct eb_gate g;
 	size_t block;
-	bool in_place;
+	bool in_place, capturing_asleep = false;
 	int r;
 
 	r = eb_gate_init(&g, &p->gate);
@@ -202,7 +210,27 @@ int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_sour
 		r = ensure_connected(c);
 		if (r < 0)
 			goto finish;
-		if (eb_client_asleep(c)) {
+		if (c && eb_client_asleep(c) && p->dump_fd >= 0) {
+			/* A capture goes on while the broker is full: the samples go to the dump,
+			 * what they become is dropped until the broker wants data again. */
+			if (!capturing_asleep)
+				log_notice(
+				    "Broker %s is full (SLEEP); still capturing to --dump-raw, donating nothing until it wants data",
+				    eb_client_broker(c));
+			capturing_asleep = true;
+			r = eb_client_poll_wake(c);
+			if (r < 0) {
+				log_warning("Lost broker %s: %s; failing over", eb_client_broker(c),
+				            eb_client_last_error(c));
+				capturing_asleep = false;
+				continue;
+			}
+			if (!eb_client_asleep(c)) {
+				log_notice("Broker %s wants data again; donating",
+				           eb_client_broker(c));
+				capturing_asleep = false;
+			}
+		} else if (c && eb_client_asleep(c)) {
 			/* Only a PUT hears SLEEP, and it leaves nothing pending; this is for
 			 * safety. */
 			r = send_pending(c, &q, &st);
@@ -303,18 +331,18 @@ int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_sour
 	r = send_pending(c, &q, &st);
 	if (r < 0)
 		goto finish;
-	if (eb_client_connected(c) && eb_client_flush(c) < 0)
+	if (c && eb_client_connected(c) && eb_client_flush(c) < 0)
 		log_warning("Broker %s did not acknowledge the last data: %s", eb_client_broker(c),
 		            eb_client_last_error(c));
 finish:
 	/* A failed sample or a bad one ends the run, but the blocks vetted before it are sent, as
 	 * they would have been had the source been slower. */
-	if (r != -EACCES && q.len > 0 && eb_client_connected(c))
+	if (r != -EACCES && q.len > 0 && c && eb_client_connected(c))
 		(void)send_pending(c, &q, &st);
 	if (raw)
 		explicit_bzero(raw, block);
 	explicit_bzero(q.buf, q.size);
-	st.credited = eb_client_bits_credited(c);
+	st.credited = c ? eb_client_bits_credited(c) : 0;
 	st.alarms = g.tested ? g.health.episodes : 0;
 	if (stats)
 		*stats = st;

@@ -42,5 +42,7 @@ struct eb_source_stats {
  * taken (0), or a fatal error (negative errno, logged). Each health failure episode is logged once,
  * with its test, cutoff and count. stats, when given, is filled in either way: a failed run still
  * says what it did. */
+/* c NULL: a capture with no broker (--dump-raw alone), nothing donated. With --dump-raw, a full
+ * broker (SLEEP) does not stop the sampling: the dump goes on, the output is dropped meanwhile. */
 int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_source_sample_t sample,
                   void *userdata, struct eb_source_stats *stats);

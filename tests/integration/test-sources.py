@@ -284,7 +284,8 @@ def test_sleep(b):
         w.stop = True
         src.terminate()
         err = src.communicate(timeout=10)[1].decode()
-    check("is full (SLEEP); resting" in err, "the source says it rested")
+    check("is full (SLEEP); resting" in err and "wants data again; resuming after" in err,
+          "the source says it rested, and when it resumed")
 
 
 def test_exec(b):
