@@ -2,6 +2,7 @@
 /* eb-sink-kernel: seeds the kernel's RNG from a broker, once at boot or on a schedule. */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,6 +38,8 @@ static unsigned long long arg_timeout_s = 30;
 static bool arg_timeout_set;
 static unsigned long long arg_interval_s = 300;
 static bool arg_interval_set;
+/* 0: READY=1 only once the seed is in. */
+static unsigned long long arg_ready_timeout_s;
 
 static void help(void)
 {
@@ -47,6 +50,9 @@ static void help(void)
 	    "      --oneshot         seed once and exit (early boot); default: keep mixing in\n"
 	    "      --bits N          bits to draw per seed, a multiple of 8 (default 256)\n"
 	    "      --timeout SEC     --oneshot gives up after SEC seconds (default 30)\n"
+	    "      --ready-timeout SEC\n"
+	    "                        --oneshot tells systemd it is ready (READY=1) once seeded or\n"
+	    "                        after SEC seconds of trying, and goes on until --timeout\n"
 	    "      --interval SEC    persistent mode mixes in fresh bits every SEC seconds\n"
 	    "                        (default 300)\n" EB_CLI_CLIENT_HELP
 	    "\nSee eb-sink-kernel(8).\n");
@@ -84,6 +90,7 @@ enum {
 	ARG_BITS,
 	ARG_TIMEOUT,
 	ARG_INTERVAL,
+	ARG_READY_TIMEOUT,
 };
 
 static int option(int c, const char *arg, void *userdata)
@@ -109,6 +116,13 @@ static int option(int c, const char *arg, void *userdata)
 		}
 		arg_timeout_set = true;
 		return 0;
+	case ARG_READY_TIMEOUT:
+		if (eb_cli_parse_u64(arg, 1, 3600, &arg_ready_timeout_s) < 0) {
+			log_error("Invalid --ready-timeout \"%s\": expected 1 to 3600 seconds",
+			          arg);
+			return -2;
+		}
+		return 0;
 	case ARG_INTERVAL:
 		if (eb_cli_parse_u64(arg, 1, 86400, &arg_interval_s) < 0) {
 			log_error("Invalid --interval \"%s\": expected 1 to 86400 seconds", arg);
@@ -127,6 +141,7 @@ static const struct option options[] = {
     {"bits", required_argument, NULL, ARG_BITS},
     {"timeout", required_argument, NULL, ARG_TIMEOUT},
     {"interval", required_argument, NULL, ARG_INTERVAL},
+    {"ready-timeout", required_argument, NULL, ARG_READY_TIMEOUT},
     {},
 };
 
@@ -148,6 +163,10 @@ static int parse_args(int argc, char *argv[], struct eb_client_options *o)
 		return r;
 	if (arg_oneshot && arg_interval_set) {
 		log_error("--interval is for persistent mode, not --oneshot");
+		return 2;
+	}
+	if (!arg_oneshot && arg_ready_timeout_s > 0) {
+		log_error("--ready-timeout is for --oneshot; persistent mode is ready once seeded");
 		return 2;
 	}
 	if (!arg_oneshot && arg_timeout_set) {
@@ -331,6 +350,99 @@ static int seed(struct eb_client *client, int fd, uint64_t deadline)
 	return 0;
 }
 
+/* --ready-timeout: a unit ordered before sysinit.target holds up boot until READY=1. The seed
+ * sends it when it is in; this thread sends it when the bound passes first, whatever the program
+ * is busy with (its own start-up, a connect, a handshake with a silent host), and the seeding
+ * goes on. The bound counts from the program's start: what boot waits for is the whole of it. */
+struct ready_bound {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t thread;
+	struct timespec at; /* CLOCK_MONOTONIC */
+	bool running;       /* the thread was started */
+	bool done;          /* the seeding ended: the thread sends nothing more */
+	bool notified;      /* READY=1 was sent */
+	const char *broker;
+};
+
+static void *ready_bound_thread(void *userdata)
+{
+	struct ready_bound *rb = userdata;
+
+	pthread_mutex_lock(&rb->lock);
+	while (!rb->done && pthread_cond_timedwait(&rb->cond, &rb->lock, &rb->at) != ETIMEDOUT)
+		;
+	if (!rb->done && !rb->notified) {
+		rb->notified = true;
+		(void)sd_notifyf(
+		    false,
+		    "READY=1\nSTATUS=Not seeded within %llu s; boot goes on, still trying "
+		    "%s for up to %llu s",
+		    arg_ready_timeout_s, rb->broker, arg_timeout_s);
+		log_info("Not seeded within --ready-timeout=%llu s: boot goes on, and this goes on "
+		         "trying until --timeout=%llu s",
+		         arg_ready_timeout_s, arg_timeout_s);
+	}
+	pthread_mutex_unlock(&rb->lock);
+	return NULL;
+}
+
+static int ready_bound_start(struct ready_bound *rb, const char *broker)
+{
+	pthread_condattr_t attr;
+	int r;
+
+	rb->broker = broker;
+	rb->at = eb_timespec_after_ms(CLOCK_MONOTONIC, arg_ready_timeout_s * 1000);
+	r = -pthread_mutex_init(&rb->lock, NULL);
+	if (r < 0)
+		return r;
+	r = -pthread_condattr_init(&attr);
+	if (r >= 0) {
+		r = -pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+		if (r >= 0)
+			r = -pthread_cond_init(&rb->cond, &attr);
+		pthread_condattr_destroy(&attr);
+	}
+	if (r < 0) {
+		pthread_mutex_destroy(&rb->lock);
+		return r;
+	}
+	r = -pthread_create(&rb->thread, NULL, ready_bound_thread, rb);
+	if (r < 0) {
+		pthread_cond_destroy(&rb->cond);
+		pthread_mutex_destroy(&rb->lock);
+		return r;
+	}
+	rb->running = true;
+	return 0;
+}
+
+/* The seeding ended (r: its result; client NULL when it never began): READY=1 now if the seed
+ * is in and nobody said so yet, and the thread is gone. */
+static void ready_bound_stop(struct ready_bound *rb, struct eb_client *client, int r)
+{
+	if (!rb->running) {
+		if (client && r >= 0)
+			(void)sd_notifyf(false, "READY=1\nSTATUS=Seeded with %llu bits from %s",
+			                 arg_bits, eb_client_broker(client));
+		return;
+	}
+	pthread_mutex_lock(&rb->lock);
+	rb->done = true;
+	if (client && r >= 0 && !rb->notified) {
+		rb->notified = true;
+		(void)sd_notifyf(false, "READY=1\nSTATUS=Seeded with %llu bits from %s", arg_bits,
+		                 eb_client_broker(client));
+	}
+	pthread_cond_signal(&rb->cond);
+	pthread_mutex_unlock(&rb->lock);
+	pthread_join(rb->thread, NULL);
+	pthread_cond_destroy(&rb->cond);
+	pthread_mutex_destroy(&rb->lock);
+	rb->running = false;
+}
+
 static int run_oneshot(struct eb_client *client, int fd)
 {
 	/* The program's own deadline comes first, so that giving up says what it waited for (no
@@ -338,11 +450,16 @@ static int run_oneshot(struct eb_client *client, int fd)
 	uint64_t deadline = eb_now_ms() + arg_timeout_s * 1000 -
 	                    MIN((uint64_t)ONESHOT_MARGIN_MS, arg_timeout_s * 1000 / 4);
 	struct sigaction sa = {.sa_handler = on_alarm};
+	int r;
 
 	if (sigaction(SIGALRM, &sa, NULL) < 0)
 		return log_error_errno(errno, "Failed to set up --timeout: %m");
 	alarm((unsigned)arg_timeout_s);
-	return seed(client, fd, deadline);
+	r = seed(client, fd, deadline);
+	/* It ended by itself, having said why: the alarm is for an operation that hangs, and one
+	 * more line from it while a loaded machine runs the exit would only confuse. */
+	alarm(0);
+	return r;
 }
 
 /* Before 5.18 the pool's count falls as it is used; a refill brings it back to the pool size. */
@@ -462,12 +579,20 @@ int main(int argc, char *argv[])
 	struct eb_client_options o = {.roles = EB_ROLE_SINK, .kind = "kernel"};
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
 	_cleanup_close_ int fd = -EBADF;
+	struct ready_bound rb = {};
 	int r;
 
 	log_setup(argv[0]);
 	r = parse_args(argc, argv, &o);
 	if (r != EB_CLI_CONTINUE)
 		return r;
+	if (arg_oneshot && arg_ready_timeout_s > 0 && arg_ready_timeout_s < arg_timeout_s) {
+		r = ready_bound_start(&rb, o.n_brokers > 0 ? o.brokers[0] : "a broker");
+		if (r < 0) {
+			log_error_errno(r, "Failed to set up --ready-timeout: %m");
+			return 1;
+		}
+	}
 	if (arg_oneshot)
 		/* No single operation may outlast the whole --timeout. */
 		o.timeout_ms =
@@ -483,14 +608,21 @@ int main(int argc, char *argv[])
 			log_debug(
 			    "Kernel RNG not initialised: TLS draws from getrandom(GRND_INSECURE)");
 	}
-	if (eb_cli_client_new(&o, &client) < 0)
+	if (eb_cli_client_new(&o, &client) < 0) {
+		ready_bound_stop(&rb, NULL, -EINVAL);
 		return 2;
+	}
 	eb_cli_client_watch(client);
 	r = eb_kernel_open(&fd);
 	if (r < 0) {
 		log_error_errno(r, "Failed to open /dev/random: %m");
+		ready_bound_stop(&rb, NULL, r);
 		return 1;
 	}
-	r = arg_oneshot ? run_oneshot(client, fd) : run_persistent(client, fd);
+	if (arg_oneshot) {
+		r = run_oneshot(client, fd);
+		ready_bound_stop(&rb, client, r);
+	} else
+		r = run_persistent(client, fd);
 	return r < 0 ? 1 : 0;
 }

@@ -3,7 +3,8 @@
 """eb-sink-kernel against a live broker, with the kernel doubled (eb-sink-kernel-seam records
 every ioctl, see tests/seam-kernel.c): --oneshot credits exactly the bits the broker vouched for
 and nothing when it vouched for less, then forces a reseed exactly when the CRNG was already
-initialised on 5.18+ and says which case it was; --timeout holds whatever the broker does; persistent mode
+initialised on 5.18+ and says which case it was; --timeout holds whatever the broker does; --ready-timeout sends READY=1 at its bound while the
+seeding goes on; persistent mode
 seeds, says READY, mixes and forces a reseed on schedule and after a resume, and before 5.18
 refills on the watermark instead."""
 import os
@@ -291,9 +292,51 @@ def test():
               "giving up with 0 of 256 bits credited" in lines[0],
               f"with no broker it exits 1 in {took:.1f} s with one line saying why ({lines})")
 
-        # Persistent mode on 5.18+: seed, READY, then a mix and a forced reseed each interval.
+        # --ready-timeout (the boot seeders' units are Type=notify): READY=1 once the bound
+        # passes, whatever the seeding is blocked in (here the HELLO a hung broker never
+        # answers), while it goes on to --timeout and gives up in one line; READY=1 with the
+        # seed when the seed comes first.
         notify = os.path.join(b.tmp, "notify")
         n = Notify(notify)
+        hung = os.path.join(b.tmp, "hung-False.sock")
+        t0 = time.monotonic()
+        proc = subprocess.Popen([seam(), "-b", "unix:" + hung, "--oneshot", "--timeout", "4",
+                                 "--ready-timeout", "1"],
+                                env=dict(os.environ, EB_SEAM_LOG=log, NOTIFY_SOCKET=notify),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        ready = n.wait_for("READY=1", 10)
+        took_ready = time.monotonic() - t0
+        running = proc.poll() is None
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - t0
+        err = err.decode(errors="replace")
+        check(ready and 0.9 <= took_ready < 2.5 and running,
+              f"--ready-timeout 1 with a hung broker: READY=1 after {took_ready:.1f} s, the "
+              f"seeder still running ({running})")
+        check(any("READY=1" in m and "STATUS=Not seeded within 1 s; boot goes on, still trying "
+                  "unix:" + hung in m for m in n.msgs),
+              f"... with a STATUS= that says it goes on ({n.drain()})")
+        check(proc.returncode == 1 and 3 <= took < 5 and
+              len([l for l in err.splitlines() if "giving up" in l]) == 1,
+              f"... and it gave up at --timeout 4 ({took:.1f} s, exit {proc.returncode}) in one line")
+        n.msgs.clear()
+        t0 = time.monotonic()
+        proc = subprocess.Popen([seam(), "-b", b.unix, "--oneshot", "--ready-timeout", "5"],
+                                env=dict(os.environ, EB_SEAM_LOG=log, NOTIFY_SOCKET=notify),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - t0
+        msgs = n.drain()
+        readies = [m for m in msgs if "READY=1" in m]
+        check(proc.returncode == 0 and took < 5 and len(readies) == 1 and
+              readies[0].startswith("READY=1\nSTATUS=Seeded with 256 bits from unix:"),
+              f"--ready-timeout 5 with a live broker: READY=1 with the seed, once ({msgs}, "
+              f"{took:.1f} s)")
+        p, _ = sink(log, "-b", b.unix, "--ready-timeout", "2")
+        check(p.returncode == 2, "--ready-timeout without --oneshot is a usage error (exit 2)")
+        n.msgs.clear()
+
+        # Persistent mode on 5.18+: seed, READY, then a mix and a forced reseed each interval.
         if os.path.exists(log):
             os.unlink(log)
         proc = persistent(b, log, ["--interval", "1"], {}, notify)
