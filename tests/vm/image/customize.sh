@@ -15,15 +15,17 @@ kmod=$root/lib/modules/$kver/kernel
 
 # Modules: the full set is ~400 MB and costs seconds in every per-run mke2fs. Keep the subtrees
 # the scenarios need (virtio, USB host/gadget/serial, ALSA dummy/loopback, vivid, 9p, vsock,
-# virtio-net for the user-mode-network variant), then prove below that each needed module and
-# its dependencies survived.
-keep='^(arch|crypto|lib|sound/(core|drivers|usb|soundcore)|drivers/(virtio|char|block/virtio_blk|usb|tty|hid|input|media/(v4l2-core|common|mc|cec|rc/rc-core|test-drivers)|net/(virtio_net|net_failover))|fs/(ext4|jbd2|mbcache|9p|netfs|fscache|fuse|configfs)|net/(9p|vmw_vsock|core))(/|\.ko)'
+# virtio-net for the user-mode-network variant, qemu_fw_cfg for credentials), then prove below
+# that each needed module and its dependencies survived.
+keep='^(arch|crypto|lib|sound/(core|drivers|usb|soundcore)|drivers/(virtio|char|firmware/qemu_fw_cfg|block/virtio_blk|usb|tty|hid|input|media/(v4l2-core|common|mc|cec|rc/rc-core|test-drivers)|net/(virtio_net|net_failover))|fs/(ext4|jbd2|mbcache|9p|netfs|fscache|fuse|configfs)|net/(9p|vmw_vsock|core))(/|\.ko)'
 needed=(virtio_pci virtio_blk virtio_rng virtio_console ext4 crc32c_generic 9p 9pnet_virtio
 	vsock vsock_loopback vmw_vsock_virtio_transport virtio_net snd-dummy snd-aloop vivid
 	dummy_hcd libcomposite usb_f_acm cdc_acm ftdi_sio xhci_pci)
 # The chaoskey scenario: the kernel's ChaosKey/Alea driver, and the SourceSink gadget function
 # whose bulk-in endpoint it binds to.
 needed+=(chaoskey usb_f_ss_lb)
+# boot-virtio: credentials by fw_cfg (PID 1 loads the module itself in a VM to read them).
+needed+=(qemu_fw_cfg)
 # Each needed module's dependencies, read from the full set's modules.dep before anything is
 # pruned: afterwards depmod no longer lists a dependency whose file is gone (it cannot know what
 # would have provided the symbol), so the check below would not see the loss (snd needs
