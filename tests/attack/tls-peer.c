@@ -258,6 +258,7 @@ static int keyupdate_flood(SSL *ssl, int fd, unsigned long n)
 	printf("keyupdates %lu\nbytes %zu of %ld\nseconds %.2f\nclose: %s\n", n, sent, total,
 	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_usec - t0.tv_usec) / 1e6,
 	       closed ? "closed" : "open");
+	fflush(stdout);
 	return 0;
 }
 
@@ -310,6 +311,7 @@ static int busy(SSL_CTX *ctx, const char *host, const char *port, const char *fr
 	free(fds);
 	printf("welcome %lu\nrefused %lu\nunanswered %lu\nclosed %lu\n", welcome, refused,
 	       unanswered, closed);
+	fflush(stdout);
 	return 0;
 }
 
@@ -367,8 +369,11 @@ int main(int argc, char **argv)
 	    !SSL_CTX_set_ciphersuites(ctx, "TLS_AES_256_GCM_SHA384"))
 		return 1;
 	SSL_CTX_set_psk_use_session_callback(ctx, use_session);
-	if (sessions > 0)
-		return busy(ctx, argv[1], argv[2], argc == 7 ? argv[6] : NULL, sessions);
+	if (sessions > 0) {
+		r = busy(ctx, argv[1], argv[2], argc == 7 ? argv[6] : NULL, sessions);
+		SSL_CTX_free(ctx);
+		return r;
+	}
 	fd = connect_to(argv[1], argv[2], argc == 7 ? argv[6] : NULL);
 	if (fd < 0) {
 		fprintf(stderr, "%s: cannot connect to %s port %s\n", argv[0], argv[1], argv[2]);
