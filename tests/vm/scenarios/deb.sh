@@ -249,7 +249,10 @@ while IFS= read -r line; do
 done <"$d/remote-commands"
 wait_guest 30 'ss -ltnH | awk "{ print \$4 }" | grep -q ":55225$"' || fail "nothing listens on TCP 55225 after the README's steps"
 report "ss -ltn: $(guest 'ss -ltnH' | awk '{ print $4 }' | grep ':55225$' | tr '\n' ' ')"
-out=$(vm_exec -t 90 'eb-sink-file -b tcp://127.0.0.1:55225 -u alice -k /etc/entropy-broker/keys/alice.key --bytes 32 --timeout 60 -o /tmp/seed.bin && stat -c %s /tmp/seed.bin' 2>&1) ||
+# The client's copy of the key, as on the user's own machine: mode 0600, its owner's.
+out=$(vm_exec -t 90 'install -m 0600 /etc/entropy-broker/keys/alice.key /root/alice.key &&
+	eb-sink-file -b tcp://127.0.0.1:55225 -u alice -k /root/alice.key --bytes 32 --timeout 60 -o /tmp/seed.bin &&
+	stat -c %s /tmp/seed.bin' 2>&1) ||
 	fail "eb-sink-file over TCP as alice failed: $(tail -n 3 <<<"$out" | tr '\n' ' ')"
 [[ $(tail -n 1 <<<"$out") == 32 ]] || fail "eb-sink-file over TCP wrote $(tail -n 1 <<<"$out") bytes, not 32"
 wait_guest 30 'journalctl -b -u eb-brokerd.service --no-pager | grep -q "user alice connected as sink"' ||
