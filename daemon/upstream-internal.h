@@ -26,7 +26,7 @@ enum up_note_type {
 	UP_NOTE_DATA,      /* len bytes follow, carrying bits as the upstream vouched */
 	UP_NOTE_DONE,      /* the last DRAW is satisfied */
 	UP_NOTE_CONNECTED, /* text: the broker */
-	UP_NOTE_FAILED,    /* text: why; the thread retries with back-off */
+	UP_NOTE_FAILED,    /* text: why, bits: the errno; the thread retries with back-off */
 };
 
 struct up_note {

@@ -117,7 +117,7 @@ void *upstream_thread(void *arg)
 			r = eb_client_connect(t->client);
 			if (r < 0) {
 				wait_ms = (int)eb_backoff_next(&backoff);
-				(void)send_note(t->fd, note, UP_NOTE_FAILED, 0, NULL, 0,
+				(void)send_note(t->fd, note, UP_NOTE_FAILED, (uint32_t)-r, NULL, 0,
 				                eb_client_last_error(t->client));
 				continue;
 			}
@@ -164,7 +164,7 @@ void *upstream_thread(void *arg)
 		if (r == -ECANCELED)
 			break;
 		wait_ms = (int)eb_backoff_next(&backoff);
-		(void)send_note(t->fd, note, UP_NOTE_FAILED, 0, NULL, 0,
+		(void)send_note(t->fd, note, UP_NOTE_FAILED, (uint32_t)-r, NULL, 0,
 		                eb_client_last_error(t->client));
 	}
 out:

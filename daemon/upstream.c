@@ -201,7 +201,15 @@ static bool only_loopback(void)
 	return n > 0;
 }
 
-static void take_failure(struct upstream *u, const char *why)
+/* Whether a failure to reach an upstream is the network's: no answer at the address at all, as
+ * in a namespace of its own. A refusal (a key, FORBIDDEN, a protocol error) is not. */
+static bool network_failure(int err)
+{
+	return err == ECONNREFUSED || err == ENETUNREACH || err == EHOSTUNREACH ||
+	       err == EADDRNOTAVAIL;
+}
+
+static void take_failure(struct upstream *u, const char *why, int err)
 {
 	/* The thread retries with back-off; a new reason is worth a line, a repeat not. */
 	if (strcmp(u->last_failure, why) != 0)
@@ -211,8 +219,10 @@ static void take_failure(struct upstream *u, const char *why)
 	snprintf(u->last_failure, sizeof(u->last_failure), "%s", why);
 
 	/* Why it cannot work, and what to do, once: the shipped eb-brokerd.service has
-	 * PrivateNetwork=yes, and [upstream] over TCP needs the drop-in that turns it off. */
-	if (u->tcp && !u->netless && only_loopback()) {
+	 * PrivateNetwork=yes, and [upstream] over TCP needs the drop-in that turns it off. Only
+	 * when the upstream could not be reached: a refusal after the connection has another cause.
+	 */
+	if (u->tcp && !u->netless && network_failure(err) && only_loopback()) {
 		log_warning(
 		    "Upstream: this broker's network namespace has no interface but lo "
 		    "(eb-brokerd.service's PrivateNetwork=yes does that), so no tcp:// upstream "
@@ -244,7 +254,7 @@ static void take_note(struct upstream *u, const struct up_note *h, const uint8_t
 		u->last_failure[0] = '\0';
 		break;
 	case UP_NOTE_FAILED:
-		take_failure(u, h->text);
+		take_failure(u, h->text, (int)h->bits);
 		break;
 	}
 }

@@ -19,17 +19,43 @@ DROPIN = "eb-brokerd-upstream.conf"
 HINT = "has no interface but lo"
 
 
-def downstream(up, private):
+def downstream(up, private, broker=None, wrap=None):
     d = Broker({"admin": {"role": "admin"}}, capacity=65536, broker_extra=f"""
 [upstream]
-broker = {up.tcp}
+broker = {broker or up.tcp}
 user = edge
 key-file = {up.keys['edge']}
 """)
     if private:
-        d.wrap = ["unshare", "--net"]
+        d.wrap = wrap or ["unshare", "--net"]
         d.env = {"EB_LOG_LEVEL": "debug"}
     return d.start()
+
+
+# In a namespace of its own with lo up, something that takes TCP connections on 127.0.0.1:PORT
+# and answers them as an HTTP server would: an upstream that is reached and is no broker.
+# The broker starts once it listens (a refused connect before then would rightly be the network's).
+NOT_A_BROKER = """ip link set lo up || exit 1
+ready=$(mktemp -u /tmp/eb-netns-ready.XXXXXX)
+python3 -c '
+import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 55399))
+s.listen(16)
+open(sys.argv[1], "w").close()
+while True:
+    c, _ = s.accept()
+    c.sendall(b"HTTP/1.0 400 Bad Request\\r\\n\\r\\n")
+    c.close()
+' "$ready" &
+i=0
+while [ ! -e "$ready" ]; do
+    i=$((i + 1)); [ $i -lt 600 ] || exit 1
+    sleep 0.05
+done
+rm -f "$ready"
+exec "$@"
+"""
 
 
 def verify_dropin():
@@ -112,6 +138,17 @@ def test():
               "in this machine's namespace the same broker draws from the upstream:\n" +
               d.read_log())
         check(HINT not in d.read_log(), "and says nothing of a missing network")
+        d.cleanup()
+
+        # A namespace with lo alone, but an upstream that is reached and fails for another
+        # reason: the line would send the administrator the wrong way, so it does not come.
+        d = downstream(up, private=True, broker="tcp://127.0.0.1:55399",
+                       wrap=["unshare", "--net", "sh", "-c", NOT_A_BROKER, "sh"])
+        d.status()
+        check(d.wait_log(", again", 30), "the broker retries the upstream that is no broker:\n" +
+              d.read_log()[-800:])
+        check(HINT not in d.read_log(),
+              "a reached upstream's failure is not blamed on the network:\n" + d.read_log()[-800:])
     finally:
         if d:
             d.cleanup()
