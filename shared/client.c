@@ -505,7 +505,9 @@ int eb_client_connect(struct eb_client *c)
 	eb_client_disconnect(c);
 	for (unsigned k = 0; k < c->n_uris; k++) {
 		r = connect_one(c, (start + k) % c->n_uris);
-		if (r >= 0)
+		/* A stop (eb_client_set_cancel()) ends the pass: the next broker's connect would
+		 * not hear it. */
+		if (r >= 0 || r == -ECANCELED)
 			break;
 	}
 	if (c->watch)
@@ -631,6 +633,11 @@ int eb_client_wait_wake(struct eb_client *c)
 			break;
 		}
 		r = read_msg(c, (int)MIN(c->wake_deadline_ms - now, (uint64_t)1 << 30), &m);
+		/* A caller's deadline (eb_client_set_deadline()) passed first is a timeout, said as
+		 * one; otherwise the wait ran out because the rest is over. */
+		if (r == -ETIMEDOUT && c->deadline_ms && eb_now_ms() >= c->deadline_ms &&
+		    c->deadline_ms < c->wake_deadline_ms)
+			return r;
 		if (r == -ETIMEDOUT) {
 			c->asleep = false;
 			break;
