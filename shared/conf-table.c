@@ -371,6 +371,19 @@ static int parse_account(struct conf_ctx *c, enum eb_account_kind kind, const ch
 	return r < 0 ? -ESRCH : 0;
 }
 
+/* After an item of a comma list (roles, accounts): 1 at its end, 0 past the comma before the
+ * next item, -EINVAL for anything else. */
+static int list_step(const char **p)
+{
+	*p += strspn(*p, " \t");
+	if (**p == '\0')
+		return 1;
+	if (**p != ',')
+		return -EINVAL;
+	(*p)++;
+	return 0;
+}
+
 /* A comma-separated list of accounts ("root, adm"), each an id or a name, at most
  * EB_CONF_UNIX_IDS_MAX, none twice. */
 static int parse_accounts(struct conf_ctx *c, enum eb_account_kind kind, const char *value,
@@ -406,12 +419,11 @@ static int parse_accounts(struct conf_ctx *c, enum eb_account_kind kind, const c
 			}
 		n++;
 		p += len;
-		p += strspn(p, " \t");
-		if (*p == '\0')
+		r = list_step(&p);
+		if (r < 0)
+			return r;
+		if (r > 0)
 			break;
-		if (*p != ',')
-			return -EINVAL;
-		p++;
 	}
 	memcpy(ids, got, n * sizeof(*ids));
 	*ret_n = n;
@@ -437,6 +449,7 @@ static int parse_roles(struct conf_ctx *c, const char *value, void *field)
 {
 	unsigned roles = 0;
 	const char *p = value;
+	int r;
 
 	(void)c;
 	for (;;) {
@@ -453,12 +466,11 @@ static int parse_roles(struct conf_ctx *c, const char *value, void *field)
 		else
 			return -EINVAL;
 		p += n;
-		p += strspn(p, " \t");
-		if (*p == '\0')
+		r = list_step(&p);
+		if (r < 0)
+			return r;
+		if (r > 0)
 			break;
-		if (*p != ',')
-			return -EINVAL;
-		p++;
 	}
 	*(unsigned *)field = roles;
 	return 0;
