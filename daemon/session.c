@@ -386,19 +386,6 @@ static void handshake_offload(struct session *s)
 	workers_submit(s->broker->workers, &s->handshake_work);
 }
 
-/* TCP's keepalive finds a network peer that vanished (a crashed VM, a pulled cable) in about
- * 4 minutes: an idle authenticated session is allowed, a dead one should not hold its slot. */
-static void set_keepalive(int fd)
-{
-	int one = 1, idle = 120, intvl = 30, cnt = 4;
-
-	if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) < 0)
-		return; /* not a socket that keeps alive (unix, vsock): nothing to do */
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
-}
-
 static int session_accept(struct broker *b, int fd, bool tls, const char *listener,
                           struct session **ret)
 {
@@ -427,7 +414,7 @@ static int session_accept(struct broker *b, int fd, bool tls, const char *listen
 	else
 		b->n_network++;
 
-	r = eb_conn_new(fd, tls ? b->tls : NULL, true, true, &s->conn);
+	r = eb_conn_new(fd, tls ? b->tls : NULL, true, false, &s->conn);
 	if (r < 0)
 		goto fail; /* fd closed by eb_conn_new() */
 	if (tls && s->addr.family == 0) {
@@ -452,8 +439,6 @@ static int session_accept(struct broker *b, int fd, bool tls, const char *listen
 		*ret = NULL;
 		return 0;
 	}
-	if (tls)
-		set_keepalive(fd);
 	r = sd_event_add_io(b->event, &s->io, fd, EPOLLIN | EPOLLET, on_io, s);
 	if (r < 0)
 		goto fail;

@@ -108,7 +108,10 @@ int eb_conn_new(int fd, SSL_CTX *ctx, bool server, bool nonblock, struct eb_conn
 		if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
 			return negative_errno();
 	}
-	set_nodelay(fd);
+	/* A server's socket comes from accept() on a listener eb_listeners_add() set up, and has
+	 * TCP_NODELAY already (listeners.c): two system calls fewer per connection. */
+	if (!server)
+		set_nodelay(fd);
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;

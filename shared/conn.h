@@ -34,7 +34,9 @@ enum eb_conn_failure {
 
 /* Takes ownership of fd, on failure too: the fd is closed then, so a caller never closes it after
  * this call. With ctx NULL the stream is plain. server says which side of the TLS handshake this
- * is. The fd is switched to non-blocking when nonblock is true. */
+ * is; a client's TCP socket gets TCP_NODELAY here, a server's has it from its listener
+ * (eb_listeners_add()). The fd is switched to non-blocking when nonblock is true; the broker's
+ * come non-blocking from accept4(). */
 int eb_conn_new(int fd, struct ssl_ctx_st *ctx, bool server, bool nonblock, struct eb_conn **ret);
 struct eb_conn *eb_conn_free(struct eb_conn *c);
 

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,24 @@ _printf_(3, 4) static int fail(struct eb_listeners *ls, int r, const char *forma
 	return r;
 }
 
+/* What every TCP connection accepted here should have: no Nagle (both ends write whole frames,
+ * so it has nothing to coalesce and only waits for a delayed ACK, up to 40 ms), and keepalive,
+ * which finds a peer that vanished (a crashed VM, a pulled cable) in about 4 minutes, so that a
+ * dead one does not hold its slot. Set once on the listener: Linux copies these options to every
+ * socket accept() returns, five system calls fewer per connection in a boot storm. A listener
+ * that is not TCP (unix, vsock) refuses the first and is left as it is. */
+static void set_tcp_options(int fd)
+{
+	int one = 1, idle = 120, intvl = 30, cnt = 4;
+
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
+		return;
+	(void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
 int eb_listeners_add(struct eb_listeners *ls, int fd, const char *name, struct eb_listener **ret)
 {
 	struct eb_listener *v;
@@ -35,6 +55,7 @@ int eb_listeners_add(struct eb_listeners *ls, int fd, const char *name, struct e
 		return fail(ls, -ENOMEM, "Out of memory for socket \"%s\"", name);
 	}
 	ls->v = v;
+	set_tcp_options(fd);
 	v[ls->n] = (struct eb_listener){.set = ls, .fd = fd};
 	snprintf(v[ls->n].name, sizeof(v[ls->n].name), "%s", name);
 	if (ret)

@@ -4,6 +4,8 @@
  * pause doubles while it goes on, and the first connection taken again resets it. */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -291,12 +293,74 @@ static void test_reenable_fails(void **state)
 	sd_event_unref(e);
 }
 
+struct opts_seen {
+	int nodelay, keepalive, idle, intvl, cnt;
+};
+
+static int get_int(int fd, int level, int name)
+{
+	int v = -1;
+	socklen_t l = sizeof(v);
+
+	assert_int_equal(getsockopt(fd, level, name, &v, &l), 0);
+	return v;
+}
+
+static void on_accept_opts(struct eb_listener *l, int fd, void *userdata)
+{
+	struct opts_seen *o = userdata;
+
+	(void)l;
+	o->nodelay = get_int(fd, IPPROTO_TCP, TCP_NODELAY);
+	o->keepalive = get_int(fd, SOL_SOCKET, SO_KEEPALIVE);
+	o->idle = get_int(fd, IPPROTO_TCP, TCP_KEEPIDLE);
+	o->intvl = get_int(fd, IPPROTO_TCP, TCP_KEEPINTVL);
+	o->cnt = get_int(fd, IPPROTO_TCP, TCP_KEEPCNT);
+	close(fd);
+}
+
+/* A TCP connection accepted from a listener has no Nagle and keeps alive (listeners.c sets both
+ * on the listener once, and the broker no longer sets them per connection). */
+static void test_tcp_options(void **state)
+{
+	struct eb_listeners ls = {};
+	struct opts_seen o = {-1, -1, -1, -1, -1};
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+	sd_event *e = NULL;
+	int fd, c;
+
+	(void)state;
+	assert_int_equal(sd_event_new(&e), 0);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 8), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	assert_int_equal(eb_listeners_add(&ls, fd, "tcp", NULL), 0);
+	assert_int_equal(eb_listeners_start(&ls, e, on_accept_opts, on_error, &o), 0);
+
+	c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(c >= 0);
+	assert_int_equal(connect(c, (struct sockaddr *)&sa, len), 0);
+	assert_true(sd_event_run(e, 5000000) > 0);
+	assert_int_equal(o.nodelay, 1);
+	assert_int_equal(o.keepalive, 1);
+	assert_int_equal(o.idle, 120);
+	assert_int_equal(o.intvl, 30);
+	assert_int_equal(o.cnt, 4);
+
+	eb_listeners_done(&ls);
+	close(c);
+	sd_event_unref(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_not_activated),  cmocka_unit_test(test_take_fds),
 	    cmocka_unit_test(test_refusals),       cmocka_unit_test(test_backoff),
-	    cmocka_unit_test(test_reenable_fails),
+	    cmocka_unit_test(test_reenable_fails), cmocka_unit_test(test_tcp_options),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
