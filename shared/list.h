@@ -25,9 +25,22 @@ static inline bool eb_list_is_empty(const struct eb_list *l)
 	return !l->first;
 }
 
-/* Whether n is in l. A node is in one list at a time: that is what makes the answer exact, since
- * only the first node of a list has no prev. */
+/* Whether n is in l, exactly, wherever n may be linked: a walk back to the first node of n's
+ * list, which is l's first only when that list is l. It costs n's distance from the front of
+ * its list; a node in no list answers at once. */
 static inline bool eb_list_contains(const struct eb_list *l, const struct eb_list_node *n)
+{
+	const struct eb_list_node *p = n;
+
+	while (p->prev)
+		p = p->prev;
+	return l->first == p;
+}
+
+/* Whether n, which is in l or in no list, is in l: in constant time, since a node in no list
+ * has no prev and is not l's first. For a node that may be in another list this answer is
+ * wrong; ask eb_list_contains(). */
+static inline bool eb_list_links_(const struct eb_list *l, const struct eb_list_node *n)
 {
 	return n->prev || l->first == n;
 }
@@ -58,11 +71,12 @@ static inline void eb_list_prepend(struct eb_list *l, struct eb_list_node *n)
 	eb_list_insert_before(l, l->first, n);
 }
 
-/* Unlinks n from l and leaves it zeroed; nothing happens when n is not in l, so that an element
- * can leave a list it may or may not have joined. */
+/* Unlinks n from l and leaves it zeroed, in constant time; nothing happens when n is in no list,
+ * so that an element can leave a list it may or may not have joined. n must not be in another
+ * list: it would be unlinked from that one and leave l's ends wrong. */
 static inline void eb_list_remove(struct eb_list *l, struct eb_list_node *n)
 {
-	if (!eb_list_contains(l, n))
+	if (!eb_list_links_(l, n))
 		return;
 	if (n->prev)
 		n->prev->next = n->next;

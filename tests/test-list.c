@@ -101,6 +101,30 @@ static void test_remove(void **state)
 	assert_list(&l, (struct item *[]){&b}, 1);
 }
 
+/* A node's answer names its own list only: one in another list is not in this one, wherever it
+ * stands there, and the list it is in still says so. */
+static void test_contains_is_exact(void **state)
+{
+	struct eb_list l = {}, other = {};
+	struct item a = {.value = 1}, b = {.value = 2}, c = {.value = 3}, d = {.value = 4};
+
+	(void)state;
+	eb_list_append(&l, &a.node);
+	eb_list_append(&l, &b.node);
+	eb_list_append(&other, &c.node);
+	eb_list_append(&other, &d.node);
+	assert_false(eb_list_contains(&l, &c.node)); /* first of the other list */
+	assert_false(eb_list_contains(&l, &d.node)); /* last of it, with a prev */
+	assert_false(eb_list_contains(&other, &b.node));
+	assert_true(eb_list_contains(&other, &d.node));
+	assert_true(eb_list_contains(&l, &b.node));
+	/* Removing a node that is in no list leaves both alone. */
+	eb_list_remove(&other, &d.node);
+	eb_list_remove(&l, &d.node);
+	assert_list(&l, (struct item *[]){&a, &b}, 2);
+	assert_list(&other, (struct item *[]){&c}, 1);
+}
+
 static void test_foreach_safe_removes(void **state)
 {
 	struct eb_list l = {};
@@ -170,8 +194,11 @@ static void test_random_runs(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_empty),       cmocka_unit_test(test_append_prepend_insert),
-	    cmocka_unit_test(test_remove),      cmocka_unit_test(test_foreach_safe_removes),
+	    cmocka_unit_test(test_empty),
+	    cmocka_unit_test(test_append_prepend_insert),
+	    cmocka_unit_test(test_remove),
+	    cmocka_unit_test(test_contains_is_exact),
+	    cmocka_unit_test(test_foreach_safe_removes),
 	    cmocka_unit_test(test_random_runs),
 	};
 
