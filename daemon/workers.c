@@ -166,10 +166,16 @@ struct workers *workers_free(struct workers *ws)
 	pthread_mutex_unlock(&ws->lock);
 	for (unsigned i = 0; i < ws->n_threads; i++)
 		pthread_join(ws->threads[i], NULL);
-	/* No thread is left: the lists are the loop's now. What ran is done; the rest never ran. */
+	/* No thread is left: the lists are the loop's now. What ran is done; the rest never ran.
+	 * The queue leaves the workers before its jobs hear back, since a done() may hand its job
+	 * back: it then joins an empty queue, and is cancelled again in the next pass. */
 	take_done(ws);
-	finish(ws->todo, true);
-	ws->todo = (struct eb_list){0};
+	while (!eb_list_is_empty(&ws->todo)) {
+		struct eb_list batch = ws->todo;
+
+		ws->todo = (struct eb_list){0};
+		finish(batch, true);
+	}
 	sd_event_source_disable_unref(ws->io);
 	safe_close(ws->efd);
 	free(ws->threads);

@@ -33,6 +33,7 @@ void workers_submit(struct workers *ws, struct work *w);
  * called for it. False when it is running or done (done() comes as usual). */
 bool workers_cancel(struct workers *ws, struct work *w);
 /* Stops the threads after the jobs they are running; jobs not yet started are cancelled. Every
- * job's done() runs before this returns. */
+ * job's done() runs before this returns; a job a done() hands back meanwhile is cancelled in
+ * its turn. */
 struct workers *workers_free(struct workers *ws);
 unsigned workers_count(const struct workers *ws);

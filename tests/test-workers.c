@@ -242,6 +242,83 @@ static void test_cancel(void **state)
 	sd_event_unref(e);
 }
 
+/* The seam that says workers_free() has stopped its threads: it joins them only after the stop
+ * is set, so a job released here can no longer be followed by a queued one. */
+int __real_pthread_join(pthread_t t, void **ret);
+int __wrap_pthread_join(pthread_t t, void **ret);
+int __wrap_pthread_join(pthread_t t, void **ret)
+{
+	atomic_store(&release, true);
+	return __real_pthread_join(t, ret);
+}
+
+static int resubmits;
+
+/* Cancelled, it hands itself back once, as a handshake step might before it hears of the stop. */
+static void resubmit_done(struct work *w, bool cancelled)
+{
+	struct job *j = (struct job *)w;
+
+	if (cancelled)
+		j->cancels++;
+	else
+		j->dones++;
+	if (resubmits-- > 0)
+		workers_submit(j->ws, &j->w);
+	else
+		(*j->finished)++;
+}
+
+/* A job handed back from a cancelled done() while the workers stop is cancelled again, once per
+ * hand-back, and is left in no list: neither linked to itself nor cancelled twice in one pass. */
+static void test_free_cancels_a_job_resubmitted(void **state)
+{
+	sd_event *e = NULL;
+	struct workers *ws = NULL;
+	struct job *jobs;
+	int finished = 0;
+	uint64_t deadline = eb_now_ms() + DEADLINE_MS;
+
+	(void)state;
+	for (unsigned n = 1; n <= 3; n++) {
+		assert_int_equal(sd_event_new(&e), 0);
+		assert_int_equal(workers_new(e, 1, &ws), 0);
+		/* One blocker on the one thread, n jobs queued behind it; the first of them hands
+		 * itself back twice. */
+		finished = 0;
+		resubmits = 2;
+		jobs = jobs_new(n + 1, ws, &finished, 0, 0);
+		jobs[0].w.run = blocking_run;
+		for (unsigned i = 1; i <= n; i++)
+			jobs[i].w.done = i == 1 ? resubmit_done : job_done;
+		atomic_store(&started, false);
+		atomic_store(&release, false);
+		workers_submit(ws, &jobs[0].w);
+		while (!atomic_load(&started)) {
+			assert_true(eb_now_ms() < deadline);
+			usleep(1000);
+		}
+		for (unsigned i = 1; i <= n; i++)
+			workers_submit(ws, &jobs[i].w);
+		workers_free(ws);
+		assert_int_equal(finished, (int)n + 1);
+		assert_int_equal(jobs[0].dones, 1);
+		assert_int_equal(atomic_load(&jobs[1].runs), 0);
+		assert_int_equal(jobs[1].dones, 0);
+		assert_int_equal(jobs[1].cancels, 3);
+		assert_null(jobs[1].w.node.next);
+		assert_null(jobs[1].w.node.prev);
+		for (unsigned i = 2; i <= n; i++) {
+			assert_int_equal(atomic_load(&jobs[i].runs), 0);
+			assert_int_equal(jobs[i].cancels, 1);
+			assert_null(jobs[i].w.node.next);
+			assert_null(jobs[i].w.node.prev);
+		}
+		free(jobs);
+		sd_event_unref(e);
+	}
+}
+
 /* No job at all: the threads start and stop. */
 static void test_idle_start_stop(void **state)
 {
@@ -264,6 +341,7 @@ int main(void)
 	    cmocka_unit_test(test_done_submits_again),
 	    cmocka_unit_test(test_free_cancels_the_queue),
 	    cmocka_unit_test(test_cancel),
+	    cmocka_unit_test(test_free_cancels_a_job_resubmitted),
 	    cmocka_unit_test(test_idle_start_stop),
 	};
 
