@@ -397,19 +397,10 @@ static int on_hup(sd_event_source *src, const struct signalfd_siginfo *si, void 
 	return 0;
 }
 
-int broker_new(struct eb_conf *conf, const char *config_path, struct broker **ret)
+/* The broker's own state: the configuration it now owns, the per-user tables sized by it, and a
+ * scratch buffer for the largest frame. Nothing here can be watched or started yet. */
+static int broker_init(struct broker *b, struct eb_conf *conf, const char *config_path)
 {
-	_cleanup_(broker_freep) struct broker *b = NULL;
-	sigset_t mask;
-	bool locked = false;
-	unsigned n_threads;
-	int r;
-
-	b = calloc(1, sizeof(*b));
-	if (!b) {
-		eb_conf_free(conf);
-		return log_oom();
-	}
 	b->conf = conf;
 	b->config_path = config_path;
 	pthread_rwlock_init(&b->conf_lock, NULL);
@@ -429,11 +420,18 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 	b->scratch = malloc(EB_DATA_MAX);
 	if (!b->quotas || !b->totals || !b->user_sessions || !b->scratch)
 		return log_oom();
+	return 0;
+}
 
-	r = eb_pool_new(conf->capacity_bits, &b->pool, &locked);
+static int pool_and_tls_new(struct broker *b)
+{
+	bool locked = false;
+	int r;
+
+	r = eb_pool_new(b->conf->capacity_bits, &b->pool, &locked);
 	if (r < 0)
 		return log_error_errno(r, "Failed to create a pool of %" PRIu64 " bits: %m",
-		                       conf->capacity_bits);
+		                       b->conf->capacity_bits);
 	if (!locked)
 		log_notice(
 		    "Could not lock the pool in memory (RLIMIT_MEMLOCK?); it may be swapped out");
@@ -441,6 +439,15 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 	r = eb_tls_server_new(psk_lookup, b, &b->tls);
 	if (r < 0)
 		return log_error_errno(r, "Failed to set up TLS: %m");
+	return 0;
+}
+
+/* The loop, the signals it handles (blocked for the whole process, so that every thread started
+ * later inherits the mask) and the watchdog. */
+static int event_new(struct broker *b)
+{
+	sigset_t mask;
+	int r;
 
 	r = sd_event_default(&b->event);
 	if (r < 0)
@@ -462,24 +469,35 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 	if (r < 0)
 		return log_error_errno(r, "Failed to set up the watchdog: %m");
 	b->start_usec = broker_now(b);
+	return 0;
+}
 
-	r = sd_event_add_time_relative(b->event, &b->notify_timer, CLOCK_MONOTONIC,
-	                               NOTIFY_INTERVAL_USEC, 0, on_notify_timer, b);
+/* A timer that fires usec from now, enabled; its handler sets the next time. */
+static int add_timer(struct broker *b, sd_event_source **ret, uint64_t usec,
+                     sd_event_time_handler_t handler)
+{
+	int r;
+
+	r = sd_event_add_time_relative(b->event, ret, CLOCK_MONOTONIC, usec, 0, handler, b);
+	if (r < 0)
+		return r;
+	return sd_event_source_set_enabled(*ret, SD_EVENT_ON);
+}
+
+/* The periodic timers, the deferred run that answers, and the queue's timer, off until a GET
+ * waits. */
+static int timers_new(struct broker *b)
+{
+	const struct eb_conf *conf = b->conf;
+	int r;
+
+	r = add_timer(b, &b->notify_timer, NOTIFY_INTERVAL_USEC, on_notify_timer);
 	if (r >= 0)
-		r = sd_event_source_set_enabled(b->notify_timer, SD_EVENT_ON);
-	if (r >= 0)
-		r = sd_event_add_time_relative(b->event, &b->status_timer, CLOCK_MONOTONIC,
-		                               (uint64_t)conf->status_interval_s * 1000000, 0,
-		                               on_status_timer, b);
-	if (r >= 0)
-		r = sd_event_source_set_enabled(b->status_timer, SD_EVENT_ON);
-	if (r >= 0 && conf->seed_file && conf->seed_file[0]) {
-		r = sd_event_add_time_relative(b->event, &b->seed_timer, CLOCK_MONOTONIC,
-		                               (uint64_t)conf->seed_save_interval_s * 1000000, 0,
-		                               on_seed_timer, b);
-		if (r >= 0)
-			r = sd_event_source_set_enabled(b->seed_timer, SD_EVENT_ON);
-	}
+		r = add_timer(b, &b->status_timer, (uint64_t)conf->status_interval_s * 1000000,
+		              on_status_timer);
+	if (r >= 0 && conf->seed_file && conf->seed_file[0])
+		r = add_timer(b, &b->seed_timer, (uint64_t)conf->seed_save_interval_s * 1000000,
+		              on_seed_timer);
 	if (r >= 0)
 		r = sd_event_add_defer(b->event, &b->run_source, broker_on_run, b);
 	if (r >= 0)
@@ -496,20 +514,54 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 		r = sd_event_source_set_enabled(b->queue_timer, SD_EVENT_OFF);
 	if (r < 0)
 		return log_error_errno(r, "Failed to set up timers: %m");
+	return 0;
+}
 
+static int handshake_workers_new(struct broker *b)
+{
+	unsigned n_threads = handshake_threads(b->conf);
+	int r;
+
+	if (n_threads == 0)
+		return 0;
+	r = workers_new(b->event, n_threads, &b->workers);
+	if (r < 0)
+		return log_error_errno(r, "Failed to start %u handshake threads: %m", n_threads);
+	log_debug("TLS handshakes on %u threads", n_threads);
+	return 0;
+}
+
+int broker_new(struct eb_conf *conf, const char *config_path, struct broker **ret)
+{
+	_cleanup_(broker_freep) struct broker *b = NULL;
+	int r;
+
+	b = calloc(1, sizeof(*b));
+	if (!b) {
+		eb_conf_free(conf);
+		return log_oom();
+	}
+	r = broker_init(b, conf, config_path);
+	if (r < 0)
+		return r;
+	r = pool_and_tls_new(b);
+	if (r < 0)
+		return r;
+	r = event_new(b);
+	if (r < 0)
+		return r;
+	r = timers_new(b);
+	if (r < 0)
+		return r;
+	/* Into the pool made above, before any peer can reach it. */
 	load_seed(b);
 	r = chain_init(b);
 	if (r < 0)
 		return log_error_errno(r, "Failed to draw a broker id: %m");
-	/* Last: their threads inherit the signal mask set above. */
-	n_threads = handshake_threads(conf);
-	if (n_threads > 0) {
-		r = workers_new(b->event, n_threads, &b->workers);
-		if (r < 0)
-			return log_error_errno(r, "Failed to start %u handshake threads: %m",
-			                       n_threads);
-		log_debug("TLS handshakes on %u threads", n_threads);
-	}
+	/* Threads last: they inherit the signal mask event_new() set. */
+	r = handshake_workers_new(b);
+	if (r < 0)
+		return r;
 	r = upstream_new(b, &b->upstream);
 	if (r < 0)
 		return r;
