@@ -303,6 +303,9 @@ int admin_report(struct broker *b, const struct eb_msg_report_req *q, uint8_t *b
 	case EB_REPORT_USERS:
 		r = users_page(b, q->after, q->version, buf, size, &m.report);
 		break;
+	case EB_REPORT_HISTORY:
+		r = -EOPNOTSUPP;
+		break;
 	case _EB_REPORT_TABLE_MAX:
 	case _EB_REPORT_TABLE_INVALID:
 		break;

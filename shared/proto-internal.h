@@ -194,3 +194,6 @@ static inline void put_text(struct writer *w, const char *s)
 int eb_report_msg_validate(const struct eb_msg *m, size_t *ret_size);
 int eb_report_msg_decode(struct cursor *c, struct eb_msg *m);
 void eb_report_msg_encode(struct writer *w, const struct eb_msg *m);
+/* report-history.c: one row of the history table (report.h). */
+struct eb_report_history_row;
+int eb_report_history_take(struct cursor *c, struct eb_report_history_row *ret);

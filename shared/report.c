@@ -42,9 +42,11 @@ _Static_assert(REPORT_FIXED_SIZE + EB_REPORT_ROWS_SIZE <= EB_FRAME_PAYLOAD_MAX,
                "a full page of the largest rows fits one frame");
 _Static_assert(EB_REPORT_USER_ROW_MAX <= EB_REPORT_SESSION_ROW_MAX, "sessions are the widest");
 
-static bool table_valid(unsigned t)
+/* The history table came with version 1 and has that layout alone. */
+static bool table_valid(unsigned t, unsigned version)
 {
-	return t > 0 && t < _EB_REPORT_TABLE_MAX;
+	return t > 0 && t < _EB_REPORT_TABLE_MAX && version <= EB_REPORT_VERSION &&
+	       (t != EB_REPORT_HISTORY || version == 1);
 }
 
 /* No more bits credited than 8 per byte taken: what every PUT obeys, summed. */
@@ -318,6 +320,11 @@ static int rows_valid(const struct eb_msg_report *m)
 
 			r = session_take(&c, m->version, &row);
 			id = row.id;
+		} else if (m->table == EB_REPORT_HISTORY) {
+			struct eb_report_history_row row;
+
+			r = eb_report_history_take(&c, &row);
+			id = r < 0 ? 0 : eb_report_history_id(&row);
 		} else {
 			struct eb_report_user row;
 
@@ -337,12 +344,12 @@ int eb_report_msg_validate(const struct eb_msg *m, size_t *ret_size)
 {
 	switch (m->type) {
 	case EB_MSG_REPORT_REQ:
-		if (!table_valid(m->report_req.table) || m->report_req.version > EB_REPORT_VERSION)
+		if (!table_valid(m->report_req.table, m->report_req.version))
 			return -EINVAL;
 		*ret_size = REPORT_REQ_SIZE;
 		return 0;
 	case EB_MSG_REPORT:
-		if (!table_valid(m->report.table) || m->report.version > EB_REPORT_VERSION ||
+		if (!table_valid(m->report.table, m->report.version) ||
 		    m->report.count > EB_REPORT_ROWS_MAX ||
 		    m->report.rows_len > REPORT_ROWS_LEN_MAX ||
 		    (m->report.rows_len > 0 && !m->report.rows))
@@ -476,6 +483,7 @@ enum eb_source_health eb_source_health(const struct eb_source_seen *s)
 static const char *const table_names[_EB_REPORT_TABLE_MAX] = {
     [EB_REPORT_SESSIONS] = "sessions",
     [EB_REPORT_USERS] = "users",
+    [EB_REPORT_HISTORY] = "history",
 };
 
 const char *eb_report_table_to_string(enum eb_report_table t)

@@ -11,6 +11,7 @@
 enum eb_report_table {
 	EB_REPORT_SESSIONS = 1, /* established sessions: sources, sinks, admins */
 	EB_REPORT_USERS = 2,    /* configured users, connected or not */
+	EB_REPORT_HISTORY = 3,  /* the broker's history: samples and per-source/sink totals */
 	_EB_REPORT_TABLE_MAX,
 	_EB_REPORT_TABLE_INVALID = -22,
 };
@@ -139,3 +140,109 @@ int eb_report_next_user(struct eb_report_rows *it, struct eb_report_user *ret);
 
 const char *eb_report_table_to_string(enum eb_report_table t);
 const char *eb_source_health_to_string(enum eb_source_health h);
+
+/*
+ * The history table (3): what the broker kept of the last hour and day (daemon/history.c,
+ * docs/protocol.md 3.13). It has one layout, asked for as version 1; version 0 of table 3 is
+ * malformed. A row's kind is the top byte of its id, so that one listing in id order gives the
+ * hour's samples, then the day's, then the sources' totals, then the sinks'.
+ */
+enum eb_history_kind {
+	EB_HISTORY_HOUR = 1,   /* a sample of EB_HISTORY_FINE_MS (10 s): the last hour */
+	EB_HISTORY_DAY = 2,    /* a sample of EB_HISTORY_COARSE_MS (1 min): the last day */
+	EB_HISTORY_SOURCE = 3, /* the totals of one source (user and kind), or of the others */
+	EB_HISTORY_SINK = 4,   /* the same for a sink */
+	_EB_HISTORY_KIND_MAX,
+	_EB_HISTORY_KIND_INVALID = -22,
+};
+
+#define EB_HISTORY_FINE_MS   10000u
+#define EB_HISTORY_COARSE_MS 60000u
+#define EB_HISTORY_HOUR_MAX  360u  /* samples of the hour: 10 s each */
+#define EB_HISTORY_DAY_MAX   1440u /* samples of the day: 1 min each */
+#define EB_HISTORY_NAMED_MAX 32u   /* named sources (and as many sinks); the rest are "others" */
+#define EB_HISTORY_ID_SHIFT  56
+#define EB_HISTORY_SEQ_MAX   ((UINT64_C(1) << EB_HISTORY_ID_SHIFT) - 1)
+/* The slot of the "others" row: after every named one. */
+#define EB_HISTORY_OTHERS        EB_HISTORY_SEQ_MAX
+#define EB_HISTORY_ID(kind, seq) (((uint64_t)(kind) << EB_HISTORY_ID_SHIFT) | (seq))
+
+/* One interval of the broker's life. Gauges are read at its end, counts are what happened
+ * during it. A day sample is the roll-up of six hour samples: their counts summed, the gauges
+ * of the last. Intervals are shorter under the broker's test-only interval (docs/testing.md);
+ * interval_ms always says what a sample spans. */
+struct eb_history_sample {
+	uint64_t seq;         /* 1 and above, one more per interval of its kind since start */
+	uint64_t end_ms;      /* CLOCK_REALTIME at the end of the interval, ms since the epoch */
+	uint32_t interval_ms; /* 1 and above: what it spans */
+	uint64_t pool_bits;   /* gauge: the pool level */
+	uint64_t bits_in;     /* input credit during it (as bits_in in STATUS) */
+	uint64_t bits_out;    /* full-entropy bits served during it (as bits_out in STATUS) */
+	uint32_t sources, sinks, admins; /* gauges: established sessions with that role */
+	uint32_t alarms; /* PUTs whose credit the broker's own health test withheld ("stuck") */
+	uint32_t empty;  /* GETs answered EMPTY */
+};
+
+/* Row flags of a total. */
+enum {
+	EB_HISTORY_OTHERS_ROW = 1 << 0, /* everything not in a named row; user and kind are "" */
+};
+
+/* A source's input credit, or a sink's full-entropy bits, over the hour and the day. A named
+ * row is one user and HELLO kind; it keeps its slot while it counts, and gives it up after a
+ * day without anything. The hour covers the current minute and the 59 before it; the day, the
+ * current hour and the 23 before it, so hour_bits <= day_bits. */
+struct eb_history_total {
+	uint64_t slot; /* 1..EB_HISTORY_NAMED_MAX, or EB_HISTORY_OTHERS */
+	uint8_t flags;
+	uint32_t idle_s;    /* since it last counted (a PUT or a DATA), saturating */
+	uint64_t hour_bits; /* at most day_bits */
+	uint64_t day_bits;
+	char user[EB_KIND_MAX + 1];
+	char kind[EB_KIND_MAX + 1];
+};
+
+/* One row of the history table, as it is on the wire. */
+struct eb_report_history_row {
+	enum eb_history_kind kind;
+	union {
+		struct eb_history_sample sample; /* EB_HISTORY_HOUR, EB_HISTORY_DAY */
+		struct eb_history_total total;   /* EB_HISTORY_SOURCE, EB_HISTORY_SINK */
+	};
+};
+
+#define EB_REPORT_HISTORY_SAMPLE_ROW    64
+#define EB_REPORT_HISTORY_TOTAL_ROW_MAX (32 + 2 * (2 + EB_KIND_MAX))
+
+/* Appends a row to buf; returns the bytes written, -ENOBUFS when it does not fit, or -EINVAL for
+ * a row the decoder would refuse. */
+int eb_report_history_encode(const struct eb_report_history_row *row, uint8_t *buf, size_t size);
+/* The row's id on the wire: its kind in the top byte, its seq or slot below. */
+uint64_t eb_report_history_id(const struct eb_report_history_row *row);
+/* 1 and the next row in *ret, 0 at the end, -EBADMSG for a row that is not well-formed. */
+int eb_report_next_history(struct eb_report_rows *it, struct eb_report_history_row *ret);
+
+/*
+ * The whole history, gathered from the pages of one listing: what eb-brokerctl history and
+ * eb-metrics draw. Samples are oldest first; sources and sinks in slot order, the "others" row
+ * (if any) last. About 125 KiB: allocate it, do not put it on the stack.
+ */
+struct eb_history {
+	uint32_t n_hour, n_day, n_sources, n_sinks;
+	struct eb_history_sample hour[EB_HISTORY_HOUR_MAX];
+	struct eb_history_sample day[EB_HISTORY_DAY_MAX];
+	struct eb_history_total sources[EB_HISTORY_NAMED_MAX + 1];
+	struct eb_history_total sinks[EB_HISTORY_NAMED_MAX + 1];
+};
+
+/* Adds a decoded row to h, which starts zeroed. -EBADMSG when the row does not follow the last
+ * one in its kind's order (seq or slot increasing). Samples past their kind's maximum push out the
+ * oldest (a sample may come between two pages); totals past theirs are -E2BIG. */
+int eb_history_add(struct eb_history *h, const struct eb_report_history_row *row);
+
+struct eb_client;
+/* Reads the whole history table from the broker into *ret, page by page (eb_client_report()),
+ * refusing a row whose id is not above the page's after. */
+int eb_history_fetch(struct eb_client *c, struct eb_history *ret);
+
+const char *eb_history_kind_to_string(enum eb_history_kind k);

@@ -235,7 +235,7 @@ static void test_pages(void **state)
 	/* The count is the rows there, the table the kind of row. */
 	assert_int_equal(page(EB_REPORT_SESSIONS, rows, used, EB_REPORT_ROWS_MAX - 1, 0), -EINVAL);
 	assert_int_equal(page(EB_REPORT_USERS, rows, first, 1, 0), -EINVAL);
-	assert_int_equal(page(3, NULL, 0, 0, 0), -EINVAL);
+	assert_int_equal(page(_EB_REPORT_TABLE_MAX, NULL, 0, 0, 0), -EINVAL);
 	/* Ids increase: the same row twice is refused. */
 	memcpy(rows + first, rows, first);
 	assert_int_equal(page(EB_REPORT_SESSIONS, rows, 2 * first, 2, 0), -EINVAL);
