@@ -16,6 +16,7 @@
 #include <openssl/provider.h>
 #include <openssl/rand.h>
 
+#include "io.h"
 #include "macro.h"
 
 #ifndef GRND_INSECURE
@@ -42,20 +43,14 @@ struct source {
 static int fill_urandom(uint8_t *out, size_t len)
 {
 	_cleanup_close_ int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	ssize_t k;
 
 	if (fd < 0)
 		return negative_errno();
-	while (len > 0) {
-		ssize_t k = read(fd, out, len);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return k < 0 ? negative_errno() : -EIO;
-		out += k;
-		len -= (size_t)k;
-	}
-	return 0;
+	k = eb_read_all(fd, out, len);
+	if (k < 0)
+		return (int)k;
+	return (size_t)k == len ? 0 : -EIO;
 }
 
 static int fill(uint8_t *out, size_t len)

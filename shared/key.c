@@ -138,9 +138,9 @@ int eb_key_load(const char *path, uint8_t ret_key[EB_KEY_SIZE])
 	_cleanup_close_ int fd = -EBADF;
 	uint8_t buf[KEY_FILE_MAX], key[EB_KEY_SIZE];
 	unsigned bad = 0;
-	size_t n = 0;
 	struct stat st;
-	int r;
+	ssize_t k;
+	size_t n;
 
 	if (!path || !ret_key)
 		return -EINVAL;
@@ -160,19 +160,12 @@ int eb_key_load(const char *path, uint8_t ret_key[EB_KEY_SIZE])
 	if (!mode_safe(&st))
 		return -EPERM;
 
-	while (n < sizeof(buf)) {
-		ssize_t k = read(fd, buf + n, sizeof(buf) - n);
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			r = negative_errno();
-			explicit_bzero(buf, sizeof(buf));
-			return r;
-		}
-		if (k == 0)
-			break;
-		n += (size_t)k;
+	k = eb_read_all(fd, buf, sizeof(buf));
+	if (k < 0) {
+		explicit_bzero(buf, sizeof(buf));
+		return (int)k;
 	}
+	n = (size_t)k;
 
 	/* The length and the newline's place are not secret; the digits are. */
 	if (n < KEY_HEX_LEN || n > KEY_HEX_LEN + 1 ||

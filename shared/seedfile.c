@@ -180,22 +180,14 @@ int eb_seedfile_save(const char *path, struct eb_pool *pool, bool drain, uint64_
 	return 0;
 }
 
-static int read_all(int fd, uint8_t *buf, size_t len)
+/* Exactly len bytes: a file that shrank under us is no seed file. */
+static int read_exactly(int fd, uint8_t *buf, size_t len)
 {
-	while (len > 0) {
-		ssize_t k = read(fd, buf, len);
+	ssize_t k = eb_read_all(fd, buf, len);
 
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return negative_errno();
-		}
-		if (k == 0)
-			return -EBADMSG; /* shrank under us */
-		buf += k;
-		len -= (size_t)k;
-	}
-	return 0;
+	if (k < 0)
+		return (int)k;
+	return (size_t)k == len ? 0 : -EBADMSG;
 }
 
 /* Checks the header and returns the credit the file claims, capped at 8 bits a byte. */
@@ -244,7 +236,7 @@ int eb_seedfile_load(const char *path, struct eb_pool *pool, bool credit, uint64
 		r = secret_alloc(&s, (size_t)st.st_size);
 		if (r < 0)
 			return r;
-		r = read_all(fd, s.p, s.n);
+		r = read_exactly(fd, s.p, s.n);
 		if (r < 0 && r != -EBADMSG)
 			return r;
 		bad = r < 0 ? r : parse(s.p, s.n, &claim);

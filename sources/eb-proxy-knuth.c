@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "io.h"
 #include "log.h"
 #include "proto.h"
 #include "shuffle.h"
@@ -57,20 +58,11 @@ static void help(void)
 /* Reads until n bytes or the end of the input; the count, or a negative errno (logged). */
 static ssize_t read_full(const struct input *in, uint8_t *buf, size_t n)
 {
-	size_t got = 0;
+	ssize_t got = eb_read_all(in->fd, buf, n);
 
-	while (got < n) {
-		ssize_t k = read(in->fd, buf + got, n - got);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return log_error_errno(errno, "Failed to read %s: %m", in->path);
-		if (k == 0)
-			break;
-		got += (size_t)k;
-	}
-	return (ssize_t)got;
+	if (got < 0)
+		return log_error_errno((int)got, "Failed to read %s: %m", in->path);
+	return got;
 }
 
 /* The runtime's raw samples are the shuffled bytes: X's bytes in their new order. 0 when an
