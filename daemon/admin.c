@@ -9,6 +9,7 @@
 
 #include "broker.h"
 #include "conf.h"
+#include "history.h"
 #include "list.h"
 #include "macro.h"
 #include "report.h"
@@ -32,12 +33,17 @@ void admin_count_put(struct session *s, size_t bytes, uint64_t claim, bool stuck
 	t->bytes_in += bytes;
 	t->bits_in += credited;
 	admin_seen(s);
+	history_count(s->broker->history, HISTORY_SOURCE, s->broker->conf->users[s->user].name,
+	              s->kind, credited, s->last_usec);
+	if (stuck)
+		history_count_alarm(s->broker->history);
 }
 
 void admin_count_empty(struct session *s)
 {
 	s->empty_answers++;
 	totals_of(s)->empty_answers++;
+	history_count_empty(s->broker->history);
 	if (s->starving_since_usec == 0)
 		s->starving_since_usec = s->get.since_usec;
 }
@@ -53,6 +59,9 @@ void admin_count_data(struct session *s, size_t bytes, uint32_t bits)
 	} else {
 		s->bits_out += bits;
 		t->bits_out += bits;
+		history_count(s->broker->history, HISTORY_SINK,
+		              s->broker->conf->users[s->user].name, s->kind, bits,
+		              broker_now(s->broker));
 	}
 }
 
@@ -304,7 +313,7 @@ int admin_report(struct broker *b, const struct eb_msg_report_req *q, uint8_t *b
 		r = users_page(b, q->after, q->version, buf, size, &m.report);
 		break;
 	case EB_REPORT_HISTORY:
-		r = -EOPNOTSUPP;
+		r = history_page(b->history, q->after, broker_now(b), buf, size, &m.report);
 		break;
 	case _EB_REPORT_TABLE_MAX:
 	case _EB_REPORT_TABLE_INVALID:

@@ -34,3 +34,8 @@ void admin_seen(struct session *s);
  * (EB_REPORT_ROWS_SIZE bytes). -ENOMEM, or -EINVAL for a row the codec refuses (our bug). */
 int admin_report(struct broker *b, const struct eb_msg_report_req *q, uint8_t *buf, size_t size,
                  struct eb_msg *ret);
+
+/* The history (history.h): made, and sampled from its timer, every 10 s or every
+ * $EB_HISTORY_INTERVAL_MS (docs/testing.md: tests only, 1..10000). Logs its errors. */
+int admin_history_start(struct broker *b);
+void admin_history_stop(struct broker *b);

@@ -551,6 +551,8 @@ int broker_new(struct eb_conf *conf, const char *config_path, struct broker **re
 	if (r < 0)
 		return r;
 	r = timers_new(b);
+	if (r >= 0)
+		r = admin_history_start(b);
 	if (r < 0)
 		return r;
 	/* Into the pool made above, before any peer can reach it. */
@@ -584,6 +586,7 @@ struct broker *broker_free(struct broker *b)
 	sd_event_source_disable_unref(b->status_timer);
 	sd_event_source_disable_unref(b->notify_timer);
 	sd_event_source_disable_unref(b->seed_timer);
+	admin_history_stop(b);
 	sd_event_unref(b->event);
 	eb_pool_free(b->pool);
 	eb_tls_free(b->tls);

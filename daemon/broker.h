@@ -112,6 +112,9 @@ struct broker {
 	struct upstream *upstream;
 
 	sd_event_source *status_timer, *notify_timer, *seed_timer;
+	/* The last hour and day, sampled by its own timer (admin.c); a reload keeps it. */
+	struct history *history;
+	sd_event_source *history_timer;
 	uint8_t *scratch; /* EB_DATA_MAX bytes of output on its way into a frame; wiped after */
 };
 
