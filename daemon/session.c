@@ -145,7 +145,13 @@ void session_update_events(struct session *s)
 	 * socket that waits its turn is reported by every epoll_wait() until then, which with a
 	 * thousand connections ready at once (a boot storm) was most of the loop's time. The pump
 	 * reads and writes until the socket says EAGAIN, or comes back from the defer source. */
-	(void)sd_event_source_set_io_events(s->io, events | EPOLLET);
+	/* Only when they change: sd-event makes an epoll_ctl() of every call with EPOLLET, and a
+	 * boot storm's seed set the same events four times. Nothing is lost by not re-arming:
+	 * the pump reads until EAGAIN or comes back from the defer source, and new bytes raise a
+	 * new edge. */
+	events |= EPOLLET;
+	if (events != s->io_events && sd_event_source_set_io_events(s->io, events) >= 0)
+		s->io_events = events;
 	release_empty_buffers(s);
 
 	/* Bytes that TLS already decrypted, or whole frames we stopped parsing for lack of
@@ -368,17 +374,19 @@ static void handshake_done(struct work *w, bool cancelled)
 		session_free(s);
 		return;
 	}
-	(void)sd_event_source_set_enabled(s->io, SD_EVENT_ON);
-	if (s->state == SESSION_HANDSHAKE)
-		session_update_events(s); /* the socket first: readable, or writable */
-	else
+	if (s->state != SESSION_HANDSHAKE || s->io_missed) {
+		s->io_missed = false;
 		session_pump(s); /* HELLO may have come with the peer's Finished */
+	} else
+		session_update_events(s); /* the socket first: readable, or writable */
 }
 
 static void handshake_offload(struct session *s)
 {
-	/* The loop does not look at the connection until the step is back. */
-	(void)sd_event_source_set_enabled(s->io, SD_EVENT_OFF);
+	/* The loop does not look at the connection until the step is back: on_io() notes that
+	 * the socket spoke, handshake_done() looks then. The io source stays on, which saves
+	 * taking the socket out of epoll and putting it back (two system calls a step). */
+	s->io_missed = false;
 	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_OFF);
 	s->handshake_work.run = handshake_run;
 	s->handshake_work.done = handshake_done;
@@ -439,7 +447,8 @@ static int session_accept(struct broker *b, int fd, bool tls, const char *listen
 		*ret = NULL;
 		return 0;
 	}
-	r = sd_event_add_io(b->event, &s->io, fd, EPOLLIN | EPOLLET, on_io, s);
+	s->io_events = EPOLLIN | EPOLLET;
+	r = sd_event_add_io(b->event, &s->io, fd, s->io_events, on_io, s);
 	if (r < 0)
 		goto fail;
 	r = sd_event_add_defer(b->event, &s->defer, on_defer, s);
@@ -713,8 +722,14 @@ close:
 
 static int on_io(sd_event_source *src, int fd, uint32_t revents, void *userdata)
 {
+	struct session *s = userdata;
+
 	(void)src, (void)fd, (void)revents;
-	session_pump(userdata);
+	if (s->in_worker) {
+		s->io_missed = true; /* the worker has the connection: handshake_done() looks */
+		return 0;
+	}
+	session_pump(s);
 	return 0;
 }
 

@@ -55,9 +55,14 @@ struct session {
 	struct work handshake_work;
 	int handshake_result;
 	bool in_worker, ended;
+	/* The socket said it was ready while a worker had the connection: the loop looks again
+	 * when the step is back (the io source stays on meanwhile, and edge-triggered, it does
+	 * not say twice). */
+	bool io_missed;
 
 	struct eb_conn *conn;
 	sd_event_source *io, *defer, *timer, *frame_timer;
+	uint32_t io_events; /* what s->io was last set to watch */
 	enum session_state state;
 	bool local;         /* plain unix, no TLS: counted apart from network sessions */
 	bool frame_started; /* frame_timer runs for the partial frame at rbuf's head */
