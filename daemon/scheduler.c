@@ -5,6 +5,7 @@
 #include <stdbool.h>
 
 #include "macro.h"
+#include "pool.h"
 
 static bool is_small(const struct sched_request *r)
 {
@@ -124,9 +125,8 @@ static struct sched_decision decide_full(const struct sched_view *v, const struc
                                          bool final)
 {
 	size_t want = r->bits / 8, hi = want, n, floor_n = MIN(want, (size_t)SCHEDULER_MIN_PARTIAL);
-	size_t block_bytes = (size_t)(v->block_bits / 8);
-	/* Whole blocks back a take (eb_pool_cost_bits()): the level backs this many bytes. */
-	size_t backed = (size_t)(v->level_bits / v->block_bits) * block_bytes;
+	/* Whole blocks back a take (eb_pool_block_cost()): the level backs this many bytes. */
+	size_t backed = eb_pool_block_backed(v->level_bits);
 
 	if (v->quota_bits_per_hour > 0) {
 		double tokens = sched_quota_tokens(v->quota, v->quota_bits_per_hour, v->now_usec);
@@ -134,8 +134,8 @@ static struct sched_decision decide_full(const struct sched_view *v, const struc
 		 * like a 64-byte one: it grants the bytes of the blocks it can pay for. A full
 		 * bucket pays for this many, and a partial answer's floor is never more than that,
 		 * else a quota under 4096 bits an hour could never be drawn. */
-		size_t allowed = (size_t)(tokens / (double)v->block_bits) * block_bytes;
-		size_t most = (size_t)(v->quota_bits_per_hour / v->block_bits) * block_bytes;
+		size_t allowed = eb_pool_block_backed((uint64_t)tokens);
+		size_t most = eb_pool_block_backed(v->quota_bits_per_hour);
 
 		floor_n = MIN(floor_n, most);
 		/* The quota decides before the pool: a sink over it is told when to come back,
@@ -145,8 +145,7 @@ static struct sched_decision decide_full(const struct sched_view *v, const struc
 			return (struct sched_decision){.verdict = SCHED_QUOTA,
 			                               .retry_ms = SCHEDULER_QUOTA_RETRY_MAX_MS};
 		if (allowed < floor_n) {
-			double cost = (double)((floor_n + block_bytes - 1) / block_bytes) *
-			              (double)v->block_bits;
+			double cost = (double)eb_pool_block_cost(floor_n);
 
 			return (struct sched_decision){
 			    .verdict = SCHED_QUOTA,
@@ -173,7 +172,7 @@ static struct sched_decision decide_drbg(const struct sched_view *v, const struc
 		double tokens = sched_quota_tokens(v->quota, v->quota_bits_per_hour, v->now_usec);
 		/* A reseed costs a whole block, which a quota smaller than a block never holds:
 		 * such a user never makes the pool reseed (nor seed) the DRBG. */
-		double price = (double)v->block_bits;
+		double price = (double)eb_pool_block_cost(1);
 
 		if (tokens < price) {
 			d.may_reseed = false;
@@ -189,7 +188,7 @@ static struct sched_decision decide_drbg(const struct sched_view *v, const struc
 	if (d.reseed_quota_retry_ms > 0)
 		return (struct sched_decision){.verdict = SCHED_QUOTA,
 		                               .retry_ms = d.reseed_quota_retry_ms};
-	if (!d.may_reseed || v->level_bits < v->block_bits)
+	if (!d.may_reseed || v->level_bits < eb_pool_block_cost(1))
 		return scheduler_pool_short(v, final);
 	return d;
 }

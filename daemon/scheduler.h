@@ -77,11 +77,9 @@ void sched_quota_charge(struct sched_quota *q, uint64_t bits_per_hour, uint64_t 
 /* What the broker sees when it asks for a decision. */
 struct sched_view {
 	uint64_t now_usec;
-	uint64_t level_bits; /* the pool's level */
-	uint64_t block_bits; /* what the pool spends per block: a full-entropy take of n bytes costs
-	                      * 8n rounded up to whole blocks, a DRBG reseed one block */
-	unsigned n_sources;  /* sources connected */
-	bool drbg_seeded;    /* a DRBG-mode request has reseeded the pool's DRBG ... */
+	uint64_t level_bits;          /* the pool's level */
+	unsigned n_sources;           /* sources connected */
+	bool drbg_seeded;             /* a DRBG-mode request has reseeded the pool's DRBG ... */
 	uint64_t drbg_reseed_usec;    /* ... last at this time */
 	uint64_t quota_bits_per_hour; /* the requesting user's; 0: none */
 	const struct sched_quota *quota;

@@ -129,7 +129,6 @@ static bool serve(struct broker *b, struct sched_request *r, bool final, bool *s
 	const struct sched_view v = {
 	    .now_usec = broker_now(b),
 	    .level_bits = eb_pool_level(b->pool),
-	    .block_bits = eb_pool_cost_bits(b->pool, 1),
 	    .n_sources = b->n_sources,
 	    .drbg_seeded = b->drbg_reseeded,
 	    .drbg_reseed_usec = b->drbg_reseed_usec,

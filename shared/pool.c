@@ -20,8 +20,8 @@
 /* One conditioned block is one SHA-512 output. SP 800-90B 3.1.5.1.2 lets a vetted conditioning
  * function claim full entropy for its n_out bits only when its input carried n_out + 64 bits, so
  * a block is emitted once the accumulator holds BLOCK_CREDIT credited bits, never earlier. */
-#define BLOCK_BYTES  64
-#define BLOCK_BITS   (8 * BLOCK_BYTES)
+#define BLOCK_BYTES  EB_POOL_BLOCK_BYTES
+#define BLOCK_BITS   EB_POOL_BLOCK_BITS
 #define BLOCK_CREDIT (BLOCK_BITS + EB_POOL_OVERHEAD_BITS)
 
 /* OpenSSL's CTR-DRBG refuses requests above max_request (64 KiB, SP 800-90A 10.2.1 table 3
@@ -345,16 +345,15 @@ static void xor_into(uint8_t *dst, const uint8_t *src, size_t n)
 
 static uint32_t blocks_for(size_t len)
 {
-	return (uint32_t)((len + BLOCK_BYTES - 1) / BLOCK_BYTES);
+	return (uint32_t)(eb_pool_block_cost(len) / BLOCK_BITS);
 }
 
 uint64_t eb_pool_cost_bits(const struct eb_pool *pool, size_t len)
 {
 	assert(pool);
-	/* Whole blocks: a block serves one request only, the tail of the last one is wiped.
-	 * Each block stands for BLOCK_CREDIT bits of input, so the credit behind a request is at
+	/* Each block stands for BLOCK_CREDIT bits of input, so the credit behind a request is at
 	 * least 8 * len + 64 (SP 800-90C RBG3 with a vetted conditioning function). */
-	return (uint64_t)((len + BLOCK_BYTES - 1) / BLOCK_BYTES) * BLOCK_BITS;
+	return eb_pool_block_cost(len);
 }
 
 int eb_pool_take_full(struct eb_pool *pool, void *buf, size_t len)

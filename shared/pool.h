@@ -13,6 +13,27 @@ struct eb_pool;
  * function must see at least n + 64 bits of entropy to emit n bits of full entropy. */
 #define EB_POOL_OVERHEAD_BITS 64
 
+/* The pool's unit: one conditioned block, one SHA-512 output, credited and spent whole. */
+#define EB_POOL_BLOCK_BYTES 64
+#define EB_POOL_BLOCK_BITS  (8 * EB_POOL_BLOCK_BYTES)
+
+/* The block-cost rule, the one place it is written: a full-entropy take of len bytes lowers the
+ * level by 8 * len rounded up to whole blocks, since a block serves one request only and the
+ * tail of the last one is wiped. A DRBG seed or reseed spends one block. Needs no pool, so that
+ * a decision made before taking (the broker's scheduler) uses the same rule. */
+static inline uint64_t eb_pool_block_cost(size_t len)
+{
+	return (uint64_t)((len + EB_POOL_BLOCK_BYTES - 1) / EB_POOL_BLOCK_BYTES) *
+	       EB_POOL_BLOCK_BITS;
+}
+
+/* The most bytes a full-entropy take may ask for with level_bits of level: the largest len whose
+ * eb_pool_block_cost() is at most level_bits. */
+static inline size_t eb_pool_block_backed(uint64_t level_bits)
+{
+	return (size_t)(level_bits / EB_POOL_BLOCK_BITS) * EB_POOL_BLOCK_BYTES;
+}
+
 /* Bits a DRBG-mode instance is seeded with from the pool before it serves anything. */
 #define EB_POOL_DRBG_SEED_BITS 256
 
@@ -47,7 +68,7 @@ int eb_pool_take_full(struct eb_pool *pool, void *buf, size_t len);
 int eb_pool_take_drbg(struct eb_pool *pool, void *buf, size_t len, bool may_reseed);
 
 /* Level bits a full-entropy request of len bytes costs, exactly what take_full lowers the level
- * by: 8 * len rounded up to whole 512-bit blocks. The EB_POOL_OVERHEAD_BITS were paid when each
+ * by: eb_pool_block_cost(len). The EB_POOL_OVERHEAD_BITS were paid when each
  * block was conditioned, so in input credit the request costs at least 8 * len + 64. The broker
  * uses it to answer EMPTY before trying. */
 uint64_t eb_pool_cost_bits(const struct eb_pool *pool, size_t len);

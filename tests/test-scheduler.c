@@ -12,9 +12,11 @@
 
 #include "../daemon/scheduler.h"
 #include "macro.h"
+#include "pool.h"
 
-#define SEC   1000000ULL
-#define BLOCK 512 /* bits in a pool block, what eb_pool_cost_bits(pool, 1) says */
+#define SEC 1000000ULL
+/* Bits of level a pool block holds, as the pool says: what a 1-byte take costs. */
+#define BLOCK eb_pool_block_cost(1)
 
 static struct sched_request req(uint32_t bytes, uint64_t since)
 {
@@ -27,7 +29,6 @@ static struct sched_view view(uint64_t blocks, unsigned sources)
 	return (struct sched_view){
 	    .now_usec = 100 * SEC,
 	    .level_bits = blocks * BLOCK,
-	    .block_bits = BLOCK,
 	    .n_sources = sources,
 	};
 }
@@ -178,6 +179,32 @@ static void test_partial_answer(void **state)
 	assert_int_equal(d.bytes, 100);
 }
 
+/* The scheduler answers with what the pool can then take: the bytes it grants cost no more than
+ * the level by the pool's own rule, and one block more than the level holds is never left
+ * unused when it was asked for. */
+static void test_grants_what_the_pool_takes(void **state)
+{
+	(void)state;
+	for (uint64_t level = 0; level <= 40 * BLOCK; level += BLOCK / 4) {
+		for (uint32_t bytes = 1; bytes <= 4096; bytes = bytes * 3 + 1) {
+			struct sched_view v = view(0, 1);
+			struct sched_request r = req(bytes, 0);
+			struct sched_decision d;
+
+			v.level_bits = level;
+			d = scheduler_decide(&v, &r, true);
+			if (d.verdict != SCHED_DATA) {
+				assert_int_equal(d.verdict, SCHED_EMPTY);
+				continue;
+			}
+			assert_true(d.bytes <= bytes);
+			assert_true(eb_pool_block_cost(d.bytes) <= level);
+			if (d.bytes < bytes)
+				assert_true(eb_pool_block_cost(d.bytes + 1) > level);
+		}
+	}
+}
+
 static void test_empty_retry(void **state)
 {
 	struct sched_view v = view(0, 1);
@@ -226,13 +253,15 @@ static void test_quota(void **state)
 	 * it can pay, 7 blocks. */
 	d = scheduler_decide(&v, &large, false);
 	assert_int_equal(d.verdict, SCHED_DATA);
-	assert_int_equal(d.bytes, 448);
+	assert_int_equal(d.bytes, eb_pool_block_backed(3600));
 	/* The quota decides before the pool does. */
-	sched_quota_charge(&q, 3600, v.now_usec, 512);
+	sched_quota_charge(&q, 3600, v.now_usec, BLOCK);
 	v.level_bits = 0;
 	d = scheduler_decide(&v, &large, false);
 	assert_int_equal(d.verdict, SCHED_QUOTA);
-	assert_int_equal(d.retry_ms, 496000); /* 7 blocks, 3584 - 3088 bits at one a second */
+	/* 7 blocks (3584 bits), less the 3088 left, at one bit a second. */
+	assert_int_equal(d.retry_ms,
+	                 (eb_pool_block_cost(eb_pool_block_backed(3600)) - (3600 - BLOCK)) * 1000);
 	v.level_bits = 1000 * BLOCK;
 
 	/* Charged 3000 bits, the bucket holds 600: one block, 64 bytes, not the 100 asked. */
@@ -242,22 +271,23 @@ static void test_quota(void **state)
 	small = req(100, 0);
 	d = scheduler_decide(&v, &small, false);
 	assert_int_equal(d.verdict, SCHED_QUOTA);
-	assert_int_equal(d.retry_ms, 424000); /* 2 blocks, 1024 - 600 bits at one a second */
+	/* 2 blocks (1024 bits), less the 600 held, at one bit a second. */
+	assert_int_equal(d.retry_ms, (eb_pool_block_cost(100) - 600) * 1000);
 	/* It refills at its rate, up to an hour's worth. */
 	assert_true(sched_quota_tokens(&q, 3600, v.now_usec + 200 * SEC) == 800);
 	assert_true(sched_quota_tokens(&q, 3600, v.now_usec + 24 * 3600 * SEC) == 3600);
-	v.now_usec += 424 * SEC;
+	v.now_usec += (eb_pool_block_cost(100) - 600) * SEC;
 	d = scheduler_decide(&v, &small, false);
 	assert_int_equal(d.verdict, SCHED_DATA);
 	assert_int_equal(d.bytes, 100);
 
-	/* A 1-byte GET costs what the pool spends on it, a whole block: 512 bits in the bucket
-	 * serve it, 511 do not. */
-	q = (struct sched_quota){.tokens = 511, .refilled_usec = v.now_usec};
+	/* A 1-byte GET costs what the pool spends on it, a whole block: a block's bits in the
+	 * bucket serve it, one fewer do not. */
+	q = (struct sched_quota){.tokens = (double)BLOCK - 1, .refilled_usec = v.now_usec};
 	d = scheduler_decide(&v, &tiny, false);
 	assert_int_equal(d.verdict, SCHED_QUOTA);
 	assert_int_equal(d.retry_ms, 1000);
-	q.tokens = 512;
+	q.tokens = (double)BLOCK;
 	d = scheduler_decide(&v, &tiny, false);
 	assert_int_equal(d.verdict, SCHED_DATA);
 	assert_int_equal(d.bytes, 1);
@@ -269,7 +299,7 @@ static void test_quota(void **state)
 	large = req(4096, 0);
 	d = scheduler_decide(&v, &large, false);
 	assert_int_equal(d.verdict, SCHED_DATA);
-	assert_int_equal(d.bytes, 960);
+	assert_int_equal(d.bytes, eb_pool_block_backed(8000));
 	/* A charge never leaves the bucket below empty; the retry is at least 1 ms and at most an
 	 * hour. */
 	sched_quota_charge(&q, 8000, v.now_usec, 1000000);
@@ -278,9 +308,9 @@ static void test_quota(void **state)
 	q = (struct sched_quota){.tokens = 0, .refilled_usec = v.now_usec};
 	d = scheduler_decide(&v, &large, false);
 	assert_int_equal(d.verdict, SCHED_QUOTA);
-	assert_int_equal(d.retry_ms, 3072000); /* 512 bits at 600 an hour */
+	assert_int_equal(d.retry_ms, BLOCK * 3600000 / 600); /* a block at 600 bits an hour */
 	/* A quota under a block can never pay for one, even full: QUOTA, an hour. */
-	v.quota_bits_per_hour = 511;
+	v.quota_bits_per_hour = BLOCK - 1;
 	q = (struct sched_quota){};
 	d = scheduler_decide(&v, &tiny, false);
 	assert_int_equal(d.verdict, SCHED_QUOTA);
@@ -347,7 +377,7 @@ static void test_drbg_reseed_quota(void **state)
 	assert_int_equal(d.reseed_quota_retry_ms, 412000);
 	/* A quota smaller than a block never pays for one, even full: no seed, no reseed. */
 	v.drbg_seeded = false;
-	v.quota_bits_per_hour = 511;
+	v.quota_bits_per_hour = BLOCK - 1;
 	q = (struct sched_quota){};
 	d = scheduler_decide(&v, &r, false);
 	assert_int_equal(d.verdict, SCHED_QUOTA);
@@ -375,6 +405,7 @@ int main(void)
 	    cmocka_unit_test(test_deadline),
 	    cmocka_unit_test(test_full_answer),
 	    cmocka_unit_test(test_partial_answer),
+	    cmocka_unit_test(test_grants_what_the_pool_takes),
 	    cmocka_unit_test(test_empty_retry),
 	    cmocka_unit_test(test_quota),
 	    cmocka_unit_test(test_drbg_reseed_rationing),
