@@ -11,7 +11,12 @@
  *
  * Each thread runs its own epoll loop over its share of the connections. Prints one line of
  * key=value figures; the benchmark scripts read it. Users come from a file of "NAME KEYFILE"
- * lines, used in turn, so that a storm can look like many machines with keys of their own. */
+ * lines, used in turn, so that a storm can look like many machines with keys of their own.
+ *
+ * For the fleet test (tests/fleet/): --retries tries a failed fresh seed again on a new
+ * connection, as a booting VM's sink does when its broker dies under it; --bind connects from
+ * given addresses in turn, so that one process looks like many guests; --seeds-file writes
+ * every seed delivered, so that the test can check no two are the same. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -61,6 +66,8 @@ enum step { STEP_CONNECT, STEP_HANDSHAKE, STEP_WELCOME, STEP_DATA, STEP_IDLE };
 
 struct link {
 	int fd;
+	unsigned long seed; /* its index, kept across retries */
+	unsigned tries;     /* retries so far */
 	struct eb_conn *conn;
 	enum step step;
 	uint64_t start_ns; /* connect(), or the GET in keepalive mode */
@@ -77,8 +84,12 @@ struct worker {
 	int epfd;
 	struct link *links;
 	uint64_t fails[_FAIL_MAX];
-	unsigned up;   /* idle mode: sessions welcomed */
-	unsigned next; /* idle mode: the next slot to set up */
+	unsigned up;      /* idle mode: sessions welcomed */
+	unsigned next;    /* idle mode: the next slot to set up */
+	uint64_t lost;    /* seeds given up: failed with no retry left */
+	uint64_t retries; /* failed attempts tried again */
+	uint8_t *seeds;   /* --seeds-file: every seed delivered, arg_bits / 8 bytes each */
+	size_t n_seeds, max_seeds;
 };
 
 static struct sockaddr_in arg_addr;
@@ -87,6 +98,11 @@ static unsigned long arg_count = 1000;
 static unsigned arg_concurrency = 100, arg_threads = 2;
 static unsigned arg_bits = 256, arg_timeout_s = 30;
 static const char *arg_users_file;
+static unsigned arg_retries;
+static const char *arg_seeds_file;
+#define MAX_BINDS 256
+static struct sockaddr_in arg_binds[MAX_BINDS];
+static unsigned n_binds;
 
 static SSL_CTX **ctxs;
 static unsigned n_ctxs;
@@ -175,39 +191,82 @@ static void drop(struct link *l)
 	l->fd = -1;
 }
 
+/* One connection for seed i on this slot; false when it failed at once. The latency of a seed
+ * runs from its first try's connect(). */
+static bool try_seed(struct link *l, unsigned long i, unsigned tries, uint64_t start_ns)
+{
+	int r;
+
+	*l = (struct link){.fd = -1, .seed = i, .tries = tries, .start_ns = start_ns};
+	l->deadline_ns = now_ns() + (uint64_t)arg_timeout_s * 1000000000ULL;
+	l->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (l->fd < 0)
+		return false;
+	if (n_binds > 0) {
+		int one = 1;
+
+		/* The port is picked at connect(), for the destination: thousands of seeds from
+		 * one address do not run out of ports picked at bind(). */
+		(void)setsockopt(l->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+		if (bind(l->fd, (struct sockaddr *)&arg_binds[i % n_binds], sizeof(arg_binds[0])) <
+		    0) {
+			drop(l);
+			return false;
+		}
+	}
+	r = connect(l->fd, (struct sockaddr *)&arg_addr, sizeof(arg_addr));
+	if ((r < 0 && errno != EINPROGRESS) ||
+	    eb_conn_new(l->fd, ctxs[i % n_ctxs], false, true, &l->conn) < 0) {
+		drop(l);
+		return false;
+	}
+	l->step = STEP_CONNECT;
+	return true;
+}
+
+/* Seed i on this slot, tried again while it fails at once and --retries allow. */
+static void start_seed(struct worker *w, struct link *l, unsigned long i, unsigned tries,
+                       uint64_t start_ns)
+{
+	while (!try_seed(l, i, tries, start_ns)) {
+		w->fails[FAIL_CONNECT]++;
+		if (arg_mode != MODE_FRESH || tries >= arg_retries) {
+			w->lost++;
+			atomic_fetch_add(&done, 1);
+			return;
+		}
+		tries++;
+		w->retries++;
+	}
+	watch(w, l, EPOLLOUT, EPOLL_CTL_ADD);
+}
+
 /* Begins the next seed on this slot; false when there are none left to begin. */
 static bool begin(struct worker *w, struct link *l)
 {
 	unsigned long i = atomic_fetch_add(&started, 1);
-	int r;
 
 	if (i >= arg_count)
 		return false;
-	*l = (struct link){.fd = -1};
-	l->start_ns = now_ns();
-	l->deadline_ns = l->start_ns + (uint64_t)arg_timeout_s * 1000000000ULL;
-	l->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (l->fd < 0) {
-		w->fails[FAIL_CONNECT]++;
-		atomic_fetch_add(&done, 1);
-		return true;
-	}
-	r = connect(l->fd, (struct sockaddr *)&arg_addr, sizeof(arg_addr));
-	if (r < 0 && errno != EINPROGRESS) {
-		drop(l);
-		w->fails[FAIL_CONNECT]++;
-		atomic_fetch_add(&done, 1);
-		return true;
-	}
-	if (eb_conn_new(l->fd, ctxs[i % n_ctxs], false, true, &l->conn) < 0) {
-		drop(l);
-		w->fails[FAIL_CONNECT]++;
-		atomic_fetch_add(&done, 1);
-		return true;
-	}
-	l->step = STEP_CONNECT;
-	watch(w, l, EPOLLOUT, EPOLL_CTL_ADD);
+	start_seed(w, l, i, 0, now_ns());
 	return true;
+}
+
+static void keep_seed(struct worker *w, const struct eb_msg *m)
+{
+	if (!arg_seeds_file)
+		return;
+	if (w->n_seeds == w->max_seeds) {
+		size_t max = w->max_seeds ? 2 * w->max_seeds : 1024;
+		uint8_t *n = realloc(w->seeds, max * (arg_bits / 8));
+
+		if (!n)
+			return;
+		w->seeds = n;
+		w->max_seeds = max;
+	}
+	memcpy(w->seeds + w->n_seeds * (arg_bits / 8), m->data.data, arg_bits / 8);
+	w->n_seeds++;
 }
 
 /* In idle mode sessions are set up C at a time: the next one begins as one settles. */
@@ -227,9 +286,25 @@ static void begin_next(struct worker *w)
  * (keepalive: the next GET is queued); otherwise its slot starts the next seed in fresh mode. */
 static bool finish(struct worker *w, struct link *l, int fail)
 {
-	if (fail >= 0)
+	if (fail >= 0) {
 		w->fails[fail]++;
-	else {
+		if (arg_mode == MODE_FRESH && l->tries < arg_retries) {
+			unsigned long i = l->seed;
+			unsigned tries = l->tries + 1;
+			uint64_t start_ns = l->start_ns;
+
+			w->retries++;
+			drop(l);
+			start_seed(w, l, i, tries, start_ns);
+			if (l->fd >= 0)
+				return false;
+			/* Given up at once: the slot takes the next seed. */
+			while (begin(w, l) && l->fd < 0)
+				;
+			return false;
+		}
+		w->lost++;
+	} else {
 		unsigned long k = atomic_fetch_add(&n_latency, 1);
 
 		if (k < arg_count)
@@ -276,6 +351,7 @@ static bool on_msg(struct worker *w, struct link *l, const struct eb_msg *m)
 		return finish(w, l, FAIL_EMPTY);
 	if (m->type != EB_MSG_DATA || m->data.len * 8 != arg_bits)
 		return finish(w, l, FAIL_PROTOCOL);
+	keep_seed(w, m);
 	return finish(w, l, -1);
 }
 
@@ -352,6 +428,7 @@ static void pump(struct worker *w, struct link *l)
 		for (;;) {
 			struct eb_frame f;
 			struct eb_msg m;
+			uint8_t data[64];
 			size_t size;
 
 			r = eb_frame_parse(l->in, l->in_len, &f, &size);
@@ -366,8 +443,13 @@ static void pump(struct worker *w, struct link *l)
 				(void)finish(w, l, FAIL_PROTOCOL);
 				return;
 			}
-			/* Only the type, a length and an error code are looked at: the bytes may
-			 * go before the message is handled. */
+			/* Only the type, a length, an error code and a seed's bytes are looked
+			 * at: the bytes may go before the message is handled, once a seed's are
+			 * copied. */
+			if (m.type == EB_MSG_DATA && m.data.len <= sizeof(data)) {
+				memcpy(data, m.data.data, m.data.len);
+				m.data.data = data;
+			}
 			memmove(l->in, l->in + size, l->in_len - size);
 			l->in_len -= size;
 			if (!on_msg(w, l, &m))
@@ -456,6 +538,9 @@ static void help(void)
 	       "  -b, --bits BITS          bits a GET asks for (default 256)\n"
 	       "  -T, --timeout SEC        per seed (default 30)\n"
 	       "  -u, --users-file PATH    lines of \"NAME KEYFILE\", used in turn\n"
+	       "  -r, --retries N          fresh: try a failed seed again, N times (default 0)\n"
+	       "  -B, --bind IP[,IP...]    connect from these addresses, in turn\n"
+	       "  -s, --seeds-file PATH    write every seed delivered (--bits / 8 bytes each)\n"
 	       "  -h, --help               show this help\n");
 }
 
@@ -473,6 +558,27 @@ static int parse_addr(const char *text)
 	return inet_pton(AF_INET, host, &arg_addr.sin_addr) == 1 ? 0 : -EINVAL;
 }
 
+static int parse_binds(const char *text)
+{
+	const char *p = text;
+
+	while (*p) {
+		const char *end = strchrnul(p, ',');
+		char host[INET_ADDRSTRLEN];
+
+		if ((size_t)(end - p) >= sizeof(host) || n_binds == MAX_BINDS)
+			return -EINVAL;
+		memcpy(host, p, (size_t)(end - p));
+		host[end - p] = '\0';
+		arg_binds[n_binds].sin_family = AF_INET;
+		if (inet_pton(AF_INET, host, &arg_binds[n_binds].sin_addr) != 1)
+			return -EINVAL;
+		n_binds++;
+		p = *end ? end + 1 : end;
+	}
+	return n_binds > 0 ? 0 : -EINVAL;
+}
+
 static int parse_argv(int argc, char *argv[])
 {
 	static const struct option options[] = {
@@ -484,12 +590,15 @@ static int parse_argv(int argc, char *argv[])
 	    {"bits", required_argument, NULL, 'b'},
 	    {"timeout", required_argument, NULL, 'T'},
 	    {"users-file", required_argument, NULL, 'u'},
+	    {"retries", required_argument, NULL, 'r'},
+	    {"bind", required_argument, NULL, 'B'},
+	    {"seeds-file", required_argument, NULL, 's'},
 	    {"help", no_argument, NULL, 'h'},
 	    {},
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "a:m:n:c:t:b:T:u:h", options, NULL)) >= 0)
+	while ((c = getopt_long(argc, argv, "a:m:n:c:t:b:T:u:r:B:s:h", options, NULL)) >= 0)
 		switch (c) {
 		case 'a':
 			if (parse_addr(optarg) < 0) {
@@ -528,6 +637,19 @@ static int parse_argv(int argc, char *argv[])
 		case 'u':
 			arg_users_file = optarg;
 			break;
+		case 'r':
+			arg_retries = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 'B':
+			if (parse_binds(optarg) < 0) {
+				fprintf(stderr, "Invalid --bind \"%s\": expected IPv4[,IPv4...]\n",
+				        optarg);
+				return -EINVAL;
+			}
+			break;
+		case 's':
+			arg_seeds_file = optarg;
+			break;
 		case 'h':
 			help();
 			return 0;
@@ -552,7 +674,7 @@ int main(int argc, char *argv[])
 {
 	struct worker *workers;
 	struct rlimit rl;
-	unsigned long n, total_fail = 0;
+	unsigned long n, total_fail = 0, total_retries = 0;
 	uint64_t t0, t1;
 	double secs;
 	int r;
@@ -604,9 +726,10 @@ int main(int argc, char *argv[])
 	n = atomic_load(&n_latency);
 	if (n > arg_count)
 		n = arg_count;
-	for (unsigned i = 0; i < arg_threads; i++)
-		for (int k = 0; k < _FAIL_MAX; k++)
-			total_fail += workers[i].fails[k];
+	for (unsigned i = 0; i < arg_threads; i++) {
+		total_fail += workers[i].lost;
+		total_retries += workers[i].retries;
+	}
 	qsort(latency_us, n, sizeof(*latency_us), cmp_u32);
 	if (arg_mode == MODE_IDLE) {
 		printf("ready sessions=%u failed=%lu setup_s=%.3f\n", atomic_load(&welcomed),
@@ -630,11 +753,27 @@ int main(int argc, char *argv[])
 			sum += workers[i].fails[k];
 		printf(" fail_%s=%llu", fail_names[k], (unsigned long long)sum);
 	}
-	printf("\n");
+	printf(" retries=%lu\n", total_retries);
+	if (arg_seeds_file) {
+		FILE *f = fopen(arg_seeds_file, "we");
+
+		if (!f) {
+			fprintf(stderr, "Failed to open %s: %s\n", arg_seeds_file, strerror(errno));
+			return 1;
+		}
+		for (unsigned i = 0; i < arg_threads; i++)
+			(void)fwrite(workers[i].seeds, arg_bits / 8, workers[i].n_seeds, f);
+		if (fclose(f) != 0) {
+			fprintf(stderr, "Failed to write %s: %s\n", arg_seeds_file,
+			        strerror(errno));
+			return 1;
+		}
+	}
 	for (unsigned i = 0; i < arg_threads; i++) {
 		for (unsigned j = 0; j < workers[i].slots; j++)
 			drop(&workers[i].links[j]);
 		free(workers[i].links);
+		free(workers[i].seeds);
 		close(workers[i].epfd);
 	}
 	for (unsigned i = 0; i < n_ctxs; i++)
