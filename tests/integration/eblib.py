@@ -122,6 +122,11 @@ class Broker:
         self.proc = None
         # A command the broker runs under, such as ["unshare", "-n"] (PrivateNetwork=yes).
         self.wrap = []
+        # A command the activator runs under, such as ["ip", "netns", "exec", NAME]: its TCP
+        # socket is then made in that network namespace (tests/integration/netnslib.py), on
+        # .host, and .port may be any (55225 there).
+        self.prefix = []
+        self.host = "127.0.0.1"
 
     def start(self):
         env = dict(os.environ, EB_LOG_TARGET=getattr(self, "log_target", "console"))
@@ -132,7 +137,8 @@ class Broker:
         self.logf = open(self.log, "ab")
         if self.activate:
             # systemd-socket-activate passes on only the variables it is told to.
-            cmd = ["systemd-socket-activate", "-l", f"127.0.0.1:{self.port}", "-l", self.sock,
+            cmd = [*self.prefix, "systemd-socket-activate", "-l", f"{self.host}:{self.port}",
+                   "-l", self.sock,
                    "--fdname=tcp:unix", "-E", f"EB_LOG_TARGET={env['EB_LOG_TARGET']}"]
             for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "EB_LOG_LEVEL"):
                 if var in env:
@@ -142,13 +148,14 @@ class Broker:
                 cmd += ["-E", f"{var}={value}"]
             cmd += [*self.wrap, prog("eb-brokerd"), "-c", self.conf]
         else:
-            cmd = [*self.wrap, prog("eb-brokerd"), "-c", self.conf, "-l", f"tcp://127.0.0.1:{self.port}",
-                   "-l", f"unix:{self.sock}"]
+            cmd = [*self.prefix, *self.wrap, prog("eb-brokerd"), "-c", self.conf, "-l",
+                   f"tcp://{self.host}:{self.port}", "-l", f"unix:{self.sock}"]
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=self.logf, env=env)
         deadline = time.time() + 10
         # Listening, not merely bound: the socket file exists a moment before listen(), and a
         # probe connection would start a socket-activated broker early, so ask the kernel.
-        while not (unix_listening(self.sock) and tcp_listening(self.port)):
+        while not (unix_listening(self.sock, self.proc.pid) and
+                   tcp_listening(self.port, self.proc.pid)):
             if time.time() > deadline or self.proc.poll() is not None:
                 raise Failure("broker did not come up: " + self.read_log())
             time.sleep(0.02)
@@ -159,7 +166,7 @@ class Broker:
 
     @property
     def tcp(self):
-        return f"tcp://127.0.0.1:{self.port}"
+        return f"tcp://{self.host}:{self.port}"
 
     @property
     def unix(self):
@@ -228,9 +235,14 @@ def wait_for(what, cond, timeout=30, interval=0.1, detail=None):
     return v
 
 
-def unix_listening(path):
-    """Whether a unix stream socket at path is listening (/proc/net/unix, flag __SO_ACCEPTCON)."""
-    with open("/proc/net/unix") as f:
+def unix_listening(path, pid=None):
+    """Whether a unix stream socket at path is listening (/proc/net/unix, flag __SO_ACCEPTCON);
+    with pid, one made in the network namespace of that process."""
+    try:
+        f = open(f"/proc/{pid}/net/unix" if pid else "/proc/net/unix")
+    except FileNotFoundError:
+        return False
+    with f:
         for line in f.readlines()[1:]:
             parts = line.split()
             if len(parts) >= 8 and parts[7] == path and int(parts[3], 16) & 0x10000:
@@ -238,9 +250,11 @@ def unix_listening(path):
     return False
 
 
-def tcp_listening(port):
-    """Whether 127.0.0.1:port (or any address) is in state LISTEN (/proc/net/tcp{,6})."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+def tcp_listening(port, pid=None):
+    """Whether 127.0.0.1:port (or any address) is in state LISTEN (/proc/net/tcp{,6}); with pid,
+    in the network namespace of that process."""
+    net = f"/proc/{pid}/net" if pid else "/proc/net"
+    for table in (f"{net}/tcp", f"{net}/tcp6"):
         try:
             with open(table) as f:
                 for line in f.readlines()[1:]:

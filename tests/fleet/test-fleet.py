@@ -1,0 +1,526 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""A fleet on one machine, in network namespaces joined by veth pairs: a site broker fed by a
+source, two edge brokers drawing from it over TCP ([upstream]), HAProxy in TCP mode with health
+checks in front of the edges, dnsmasq with the SRV records, and the guests in a namespace of
+their own. The configurations are docs/fleet.md's, read from it.
+
+A boot storm of fresh TLS seeds goes through HAProxy while one edge is killed with SIGKILL in
+its middle: every seed is delivered (the guests retry), no two are the same, the survivor
+serves the rest, and the killed edge, started again by socket activation, is seen up by
+HAProxy's health check and serves again. Then the accounting across the tree, from each
+broker's own counters, and one Prometheus scraping the three brokers' eb-metrics with
+docs/fleet.md's recording rules; last, the site killed: the edges serve what they hold, then
+their guests wait, and Prometheus says so."""
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
+
+import netnslib  # noqa: E402
+from eblib import (BUILD, SKIP, Broker, Failure, check, main, need, prog,  # noqa: E402
+                   reserve_port, run, tcp_listening, wait_for, write_key)
+
+SEEDS = int(os.environ.get("EB_FLEET_SEEDS", "5000"))
+CONCURRENCY = 64
+SEED_BITS = 256
+# The edge is killed once it has served this share of the storm.
+KILL_AFTER = SEEDS // 5
+# The SP 800-90B start-up test: the first 1024 bytes a broker takes from an upstream (on each
+# connection to it) are tested, not credited.
+STARTUP_BITS = 8 * 1024
+# What a pool block of 512 full-entropy bits stands for in credited input (docs/pool.md).
+BLOCK_LEVEL, BLOCK_CREDIT = 512, 576
+
+GUEST_ADDRS = [f"10.83.0.{10 + i}" for i in range(8)]
+
+
+def doc_blocks():
+    """docs/fleet.md's configuration blocks, by the name after the language: ```ini site.conf."""
+    with open(os.path.join(SRC, "docs", "fleet.md")) as f:
+        text = f.read()
+    return {m.group(1): m.group(2) for m in
+            re.finditer(r"^```\w+ (\S+)\n(.*?)^```$", text, re.M | re.S)}
+
+
+def place(text, tmp, keys):
+    """A configuration as written for a machine, with its paths moved into the test's: the
+    keys into the one shared key directory, the rest into this broker's own."""
+    text = text.replace("/etc/entropy-broker/keys/", keys + "/")
+    for d in ("/etc/entropy-broker/", "/var/lib/entropy-broker/", "/run/entropy-broker/",
+              "/run/haproxy/"):
+        text = text.replace(d, tmp + "/")
+    return text
+
+
+class FleetBroker(Broker):
+    """A broker of docs/fleet.md's, socket-activated in its namespace on 0.0.0.0:55225."""
+
+    def __init__(self, name, ns, conf, keys):
+        super().__init__({}, tmp=tempfile.mkdtemp(prefix=f"eb-fleet-{name}-"))
+        self.name = name
+        self.ns = ns
+        self.prefix = ns.cmd([])
+        self.host, self.port = "0.0.0.0", 55225
+        with open(self.conf, "w") as f:
+            f.write(place(conf, self.tmp, keys))
+
+    def ctl(self, *args):
+        p = run([prog("eb-brokerctl"), "-b", self.unix, *args, "--json"], check=True)
+        return json.loads(p.stdout)
+
+    def status(self, user=None):
+        return self.ctl("status")
+
+    def users(self):
+        return {u["name"]: u for u in self.ctl("users")["users"]}
+
+    def broker_pid(self):
+        """The pid of eb-brokerd once the activator has exec'd it (the first connection)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        with open(f"/proc/{self.proc.pid}/comm") as f:
+            return self.proc.pid if f.read().strip() == "eb-brokerd" else None
+
+
+class HAProxy:
+    def __init__(self, ns, conf, tmp):
+        self.tmp = tmp
+        self.sock = os.path.join(tmp, "admin.sock")
+        self.cfg = os.path.join(tmp, "haproxy.cfg")
+        with open(self.cfg, "w") as f:
+            f.write(place(conf, tmp, tmp))
+        self.log = os.path.join(tmp, "haproxy.log")
+        p = run(["haproxy", "-c", "-f", self.cfg])
+        check(p.returncode == 0, f"haproxy -c accepts docs/fleet.md's haproxy.cfg: "
+              f"{(p.stdout + p.stderr).decode(errors='replace').strip()[-400:]}")
+        self.proc = subprocess.Popen(ns.cmd(["haproxy", "-db", "-f", self.cfg]),
+                                     stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
+        wait_for("HAProxy's stats socket", lambda: self.proc.poll() is None and
+                 os.path.exists(self.sock), 30, detail=self.read_log)
+
+    def read_log(self):
+        with open(self.log, errors="replace") as f:
+            return f.read()[-2000:]
+
+    def command(self, line):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(10)
+            s.connect(self.sock)
+            s.sendall(line.encode() + b"\n")
+            out = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    return out.decode()
+                out += chunk
+
+    def servers(self):
+        """{server: row} of `show stat` for the edges backend."""
+        text = self.command("show stat").lstrip("# ")
+        return {r["svname"]: r for r in csv.DictReader(io.StringIO(text))
+                if r["pxname"] == "edges" and r["svname"] not in ("BACKEND",)}
+
+    def state(self, server):
+        return self.servers()[server]["status"]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def storm(guests, users_file, count, concurrency, tmp, tag, binds=GUEST_ADDRS, retries=30,
+          wait=True):
+    """bench-storm-client in the guests' namespace through HAProxy: fresh TLS seeds, retried."""
+    seeds = os.path.join(tmp, f"seeds-{tag}")
+    cmd = guests.cmd([os.path.join(BUILD, "tests", "bench", "bench-storm-client"),
+                      "--connect", "10.83.0.1:55225", "--users-file", users_file,
+                      "--count", str(count), "--concurrency", str(concurrency),
+                      "--bits", str(SEED_BITS), "--timeout", "10", "--retries", str(retries),
+                      "--bind", ",".join(binds), "--seeds-file", seeds])
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.seeds = seeds
+    if wait:
+        return finish_storm(p)
+    return p
+
+
+def finish_storm(p, timeout=300):
+    out, err = p.communicate(timeout=timeout)
+    line = out.decode().strip()
+    check(p.returncode == 0 and line.startswith("seeds="),
+          f"the storm client ran ({p.returncode}{err.decode(errors='replace')[-500:]})")
+    figures = {}
+    for m in re.finditer(r"(\w+)=([\d.]+)", line):
+        figures[m.group(1)] = float(m.group(2)) if "." in m.group(2) else int(m.group(2))
+    with open(p.seeds, "rb") as f:
+        data = f.read()
+    figures["seed_bytes"] = [data[i:i + SEED_BITS // 8] for i in range(0, len(data), SEED_BITS // 8)]
+    return line, figures
+
+
+def settled(read, what, timeout=60):
+    """read() once two readings a second apart agree."""
+    last = read()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        now = read()
+        if now == last:
+            return now
+        last = now
+    check(False, f"{what} settles (last {last})")
+
+
+def metrics_exporter(broker, tmp):
+    hold, port = reserve_port()
+    cmd = ["systemd-socket-activate", "--accept", "-l", f"127.0.0.1:{port}"]
+    for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+        if var in os.environ:
+            cmd += ["-E", f"{var}={os.environ[var]}"]
+    cmd += [prog("eb-metrics"), "-b", broker.unix, "--timeout", "2"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                         stderr=open(os.path.join(tmp, f"metrics-{broker.name}.log"), "wb"))
+    wait_for(f"eb-metrics for {broker.name}", lambda: tcp_listening(port), 10)
+    p.hold = hold
+    return p, port
+
+
+def prom_query(port, expr):
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=10) as r:
+        data = json.load(r)
+    if data.get("status") != "success":
+        raise Failure(f"prometheus query {expr}: {data}")
+    return [(s["metric"], float(s["value"][1])) for s in data["data"]["result"]]
+
+
+def stop(p):
+    if p and p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def test():
+    need("systemd-socket-activate")
+    need("haproxy")
+    need("prometheus")
+    netnslib.need_netns()
+    dnsmasq = shutil.which("dnsmasq") or "/usr/sbin/dnsmasq"
+    if not os.path.exists(dnsmasq):
+        print("SKIP: needs dnsmasq (scripts/install-deps --test)")
+        raise SystemExit(SKIP)
+
+    docs = doc_blocks()
+    for name in ("site.conf", "edge.conf", "haproxy.cfg", "dnsmasq.conf", "fleet-rules.yml"):
+        check(name in docs, f"docs/fleet.md has {name}")
+
+    tmp = tempfile.mkdtemp(prefix="eb-fleet-")
+    os.chmod(tmp, 0o755)
+    keys = os.path.join(tmp, "keys")
+    os.mkdir(keys, 0o700)
+    for k in ("edge-a", "edge-b", "guest"):
+        write_key(os.path.join(keys, f"{k}.key"))
+    users_file = os.path.join(tmp, "users")
+    with open(users_file, "w") as f:
+        f.write(f"guest {keys}/guest.key\n")
+
+    site = edges = ha = dns = prom = None
+    exporters, holds = [], []
+    try:
+        # The wiring: every edge has a cable to the site and one to the balancer; the guests,
+        # with an address each, have one to the balancer, where HAProxy and dnsmasq listen.
+        ns = {n: netnslib.Netns(n) for n in ("site", "edge-a", "edge-b", "lb", "guests")}
+        netnslib.link(ns["site"], "10.81.1.1", ns["edge-a"], "10.81.1.2")
+        netnslib.link(ns["site"], "10.81.2.1", ns["edge-b"], "10.81.2.2")
+        netnslib.link(ns["lb"], "10.82.1.1", ns["edge-a"], "10.82.1.2")
+        netnslib.link(ns["lb"], "10.82.2.1", ns["edge-b"], "10.82.2.2")
+        netnslib.link(ns["lb"], "10.83.0.1", ns["guests"], GUEST_ADDRS)
+        ns["guests"].resolver("10.83.0.1")
+        print(f"# namespaces: {', '.join(n.name for n in ns.values())}")
+
+        # The site, filled by its source before the edges start drawing.
+        site = FleetBroker("site", ns["site"], docs["site.conf"], keys).start()
+        fill = os.path.join(tmp, "fill")
+        with open(fill, "wb") as f:
+            f.write(os.urandom(2 * 1024 * 1024))
+        p = run([prog("eb-source-file"), "-b", site.unix, "--credit-per-byte=8",
+                 "--max-credit-per-byte=8", fill], timeout=300)
+        os.unlink(fill)
+        check(p.returncode == 0, f"the site's source donates 2 MiB "
+              f"({p.stderr.decode(errors='replace').strip()[-300:]})")
+        s0 = site.status()
+        check(s0["pool_bits"] >= 12 * 1024 * 1024, f"the site holds {s0['pool_bits']} bits")
+
+        edges = {}
+        for name in ("edge-a", "edge-b"):
+            conf = docs["edge.conf"]
+            if name == "edge-b":
+                conf = (conf.replace("10.81.1.1", "10.81.2.1").replace("edge-a", "edge-b"))
+            edges[name] = FleetBroker(name, ns[name], conf, keys).start()
+        a, b = edges["edge-a"], edges["edge-b"]
+
+        ha = HAProxy(ns["lb"], docs["haproxy.cfg"], os.path.join(tmp))
+        dnsconf = os.path.join(tmp, "dnsmasq.conf")
+        with open(dnsconf, "w") as f:
+            f.write(docs["dnsmasq.conf"])
+        dns = subprocess.Popen(ns["lb"].cmd([dnsmasq, "--keep-in-foreground", "--log-facility=-",
+                                             f"--conf-file={dnsconf}", "--pid-file="]),
+                               stdout=subprocess.DEVNULL,
+                               stderr=open(os.path.join(tmp, "dnsmasq.log"), "wb"))
+
+        # HAProxy's health checks are the edges' first connections: socket activation starts
+        # them, and they fill from the site.
+        for name in edges:
+            wait_for(f"HAProxy sees {name} up", lambda: ha.state(name) == "UP", 60,
+                     detail=ha.read_log)
+        for e in edges.values():
+            wait_for(f"{e.name} fills from the site to its low water",
+                     lambda: e.status()["pool_bits"] >= 3 * 1048576 // 4, 60,
+                     detail=lambda: e.read_log()[-1500:])
+        check(all(e.wait_log("Drawing from upstream tcp://10.81.", 5) for e in edges.values()),
+              "each edge says it draws from the site")
+
+        # The storm, with edge-a killed once it has served a fifth of it.
+        before = {n: e.status()["bits_out"] for n, e in edges.items()}
+        t0 = time.monotonic()
+        st = storm(ns["guests"], users_file, SEEDS, CONCURRENCY, tmp, "storm", wait=False)
+
+        def share():
+            out = a.status()["bits_out"]
+            return (a.broker_pid(), out) if out - before["edge-a"] >= KILL_AFTER * SEED_BITS \
+                else None
+        killed_pid, a_out_at_kill = wait_for("edge-a to serve its share of the storm", share,
+                                             120, interval=0.05)
+        os.kill(killed_pid, signal.SIGKILL)
+        t_kill = time.monotonic() - t0
+        b_out_at_kill = b.status()["bits_out"]
+        a.proc.wait(10)
+        a.logf.close()
+        print(f"# edge-a (pid {killed_pid}) killed with SIGKILL {t_kill:.2f} s into the storm, "
+              f"after serving {(a_out_at_kill - before['edge-a']) // SEED_BITS} seeds")
+        down = wait_for("HAProxy's health check to take edge-a out",
+                        lambda: ha.state("edge-a").startswith("DOWN"), 30, interval=0.05)
+        t_down = time.monotonic() - t0 - t_kill
+        line, fig = finish_storm(st)
+        t_storm = time.monotonic() - t0
+        print(f"# storm: {line}")
+        stats = ha.servers()
+        redispatched = sum(int(r["wredis"] or 0) for r in stats.values())
+        retried = sum(int(r["wretr"] or 0) for r in stats.values())
+        print(f"# HAProxy took edge-a out {t_down:.2f} s after the kill; it redispatched "
+              f"{redispatched} connections and retried {retried}; the guests tried "
+              f"{fig['retries']} seeds again")
+        check(fig["seeds"] == SEEDS and fig["failed"] == 0,
+              f"every one of the {SEEDS} seeds was delivered ({fig['seeds']}, "
+              f"{fig['failed']} given up) in {t_storm:.1f} s")
+        check(len(fig["seed_bytes"]) == SEEDS and len(set(fig["seed_bytes"])) == SEEDS,
+              f"all {SEEDS} seeds differ ({len(set(fig['seed_bytes']))} distinct)")
+        check(fig["retries"] + redispatched + retried > 0,
+              "the kill cost some connections a failover")
+        b_after = b.status()["bits_out"]
+        served_a = (a_out_at_kill - before["edge-a"]) // SEED_BITS
+        served_b_after = (b_after - b_out_at_kill) // SEED_BITS
+        served_b_before = (b_out_at_kill - before["edge-b"]) // SEED_BITS
+        print(f"# edge-a served {served_a}+ seeds before the kill, edge-b {served_b_before} "
+              f"before it and {served_b_after} after it")
+        # edge-a may have answered more between the last reading and the kill: at most the
+        # seeds in flight then, and those answered in the moment the readings take.
+        check(served_b_after > 0 and
+              served_b_after >= SEEDS - served_a - served_b_before - 2 * CONCURRENCY,
+              f"the survivor served the rest: edge-b {served_b_after} seeds after the kill")
+
+        site_a_before_restart = settled(lambda: site.users()["edge-a"]["bits_out"],
+                                        "the site's count for the killed edge-a")
+
+        # The killed edge comes back as systemd would bring it back: its socket made again,
+        # HAProxy's health check its first connection.
+        a.start()
+        wait_for("HAProxy's health check to see edge-a up again",
+                 lambda: ha.state("edge-a") == "UP", 60, detail=ha.read_log)
+        wait_for("the new edge-a fills from the site",
+                 lambda: a.status()["pool_bits"] >= 3 * 1048576 // 4, 60)
+        a_new0 = a.status()["bits_out"]
+        line2, fig2 = storm(ns["guests"], users_file, 400, 16, tmp, "rejoin")
+        print(f"# after the restart: {line2}")
+        a_new = a.status()["bits_out"] - a_new0
+        check(fig2["seeds"] == 400 and fig2["failed"] == 0 and a_new > 0,
+              f"the restarted edge-a serves again: {a_new // SEED_BITS} of 400 seeds")
+        every = fig["seed_bytes"] + fig2["seed_bytes"]
+        check(len(set(every)) == len(every), f"all {len(every)} seeds of both storms differ")
+
+        # The accounting across the tree, from each broker's own counters, once every DATA
+        # between them has landed.
+        def still(status):
+            return {k: v for k, v in status.items() if k != "uptime_s"}
+
+        def totals():
+            st, us = site.status(), site.users()
+            return (still(st), us["edge-a"]["bits_out"], us["edge-b"]["bits_out"],
+                    still(a.status()), still(b.status()))
+        st, out_a, out_b, sa, sb = settled(totals, "the tree's counters")
+        print(f"# site: credited {st['bits_in']}, handed out {st['bits_out']} (to edge-a "
+              f"{out_a}, edge-b {out_b}), pool {st['pool_bits']}")
+        for name, e, drawn in (("edge-a (restarted)", sa, out_a - site_a_before_restart),
+                               ("edge-b", sb, out_b)):
+            print(f"# {name}: drew {drawn} from the site, credited {e['bits_in']}, served "
+                  f"{e['bits_out']} ({e['bits_out'] // SEED_BITS} seeds), pool {e['pool_bits']}")
+        check(st["bits_out"] == out_a + out_b,
+              f"the site handed out to its edges alone: {st['bits_out']} = {out_a} + {out_b}")
+
+        def conserved(name, credited, out_level, pool):
+            # Every block of 512 full-entropy bits, spent or held, stands for 576 credited
+            # (docs/pool.md); at each cut up to 8 bits beyond 576 are dropped with the byte
+            # that carried them, and credit short of a block waits outside the level.
+            blocks = (out_level + pool) // BLOCK_LEVEL
+            rest = credited - blocks * BLOCK_CREDIT
+            check(0 <= rest < BLOCK_CREDIT + 8 * blocks,
+                  f"{name}: credited {credited} = ({out_level} spent + {pool} in the pool) as "
+                  f"{blocks} blocks of {BLOCK_CREDIT} + {rest} dropped at cuts or short of a "
+                  f"block; never more out than in")
+        conserved("the site", st["bits_in"], st["bits_out"], st["pool_bits"])
+        # A seed of 256 bits spends a whole block.
+        conserved("edge-b", sb["bits_in"], sb["bits_out"] // SEED_BITS * BLOCK_LEVEL,
+                  sb["pool_bits"])
+        conserved("edge-a (restarted)", sa["bits_in"], sa["bits_out"] // SEED_BITS * BLOCK_LEVEL,
+                  sa["pool_bits"])
+        for name, e, drawn in (("edge-b", b, out_b),
+                               ("the restarted edge-a", a, out_a - site_a_before_restart)):
+            up = [s for s in e.ctl("sources")["sources"] if s["upstream"]]
+            check(len(up) == 1, f"{name} lists its upstream among its sources")
+            got, credited = 8 * up[0]["bytes_in"], up[0]["bits_credited"]
+            withheld = got - credited
+            # An alarm on random bytes is rare, not impossible: the tests then credit nothing
+            # until enough clean bytes have passed, and say so in one line.
+            alarms = len(re.findall(r"its bytes failed the \S+ health test", e.read_log()))
+            print(f"# {name}: received {got} bits from the site, credited {credited}; its health "
+                  f"tests withheld {withheld} (the start-up test, {STARTUP_BITS}, and "
+                  f"{alarms} alarm line(s) in its log)")
+            check(got == drawn, f"{name} received every bit the site handed it: {got} = {drawn}")
+            check(e.status()["bits_in"] == credited and
+                  (withheld == STARTUP_BITS if alarms == 0 else withheld > STARTUP_BITS),
+                  f"{name} credited what it drew, {drawn}, less what its health tests withheld: "
+                  f"{credited}")
+        credited = sa["bits_in"] + sb["bits_in"]
+        check(credited + site_a_before_restart <= st["bits_out"],
+              f"no bit credited twice: the edges credited {credited} of the {st['bits_out']} the "
+              f"site handed out; the killed edge-a's draws ({site_a_before_restart}) died with "
+              f"it, credited nowhere else")
+
+        # One Prometheus scraping the three brokers' eb-metrics, with docs/fleet.md's rules.
+        targets = []
+        for br, tier in ((site, "site"), (a, "edge"), (b, "edge")):
+            p, port = metrics_exporter(br, tmp)
+            exporters.append(p)
+            targets.append((port, br.name, tier))
+        rules = os.path.join(tmp, "fleet-rules.yml")
+        with open(rules, "w") as f:
+            f.write(docs["fleet-rules.yml"])
+        p = run(["promtool", "check", "rules", rules])
+        check(p.returncode == 0, f"promtool check rules accepts docs/fleet.md's rules: "
+              f"{(p.stdout + p.stderr).decode(errors='replace').strip()[-300:]}")
+        conf = os.path.join(tmp, "prometheus.yml")
+        with open(conf, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                    f"rule_files: ['{rules}']\n"
+                    "scrape_configs:\n  - job_name: entropy-broker\n    scrape_interval: 1s\n"
+                    "    scrape_timeout: 1s\n    static_configs:\n")
+            for port, name, tier in targets:
+                f.write(f"      - targets: ['127.0.0.1:{port}']\n"
+                        f"        labels: {{broker: {name}, tier: {tier}}}\n")
+        phold, pport = reserve_port()
+        holds.append(phold)
+        plog = os.path.join(tmp, "prometheus.log")
+        prom = subprocess.Popen(["prometheus", f"--config.file={conf}",
+                                 f"--storage.tsdb.path={os.path.join(tmp, 'tsdb')}",
+                                 f"--web.listen-address=127.0.0.1:{pport}", "--log.level=warn"],
+                                stdout=subprocess.DEVNULL, stderr=open(plog, "wb"))
+
+        def ready():
+            if prom.poll() is not None:
+                raise Failure(f"prometheus exited {prom.returncode}: {open(plog).read()[-500:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{pport}/-/ready", timeout=5) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+        wait_for("prometheus to be ready", ready, 90)
+        wait_for("prometheus to scrape the three brokers",
+                 lambda: len([v for _, v in prom_query(pport, "eb_broker_up") if v == 1]) == 3, 60)
+        levels = settled(lambda: sum(br.status()["pool_bits"] for br in (site, a, b)),
+                         "the three pools")
+        total = wait_for("the recording rule fleet:eb_pool_bits:sum",
+                         lambda: [v for _, v in prom_query(pport, "fleet:eb_pool_bits:sum")
+                                  if v == levels], 60,
+                         detail=lambda: f"{prom_query(pport, 'fleet:eb_pool_bits:sum')}")
+        print(f"# prometheus: fleet:eb_pool_bits:sum {total[0]:.0f}")
+        check(total[0] == levels, f"Prometheus' fleet pool is the three brokers' levels: {levels}")
+        waiting = prom_query(pport, "fleet:eb_sinks_waiting:edges")
+        check(waiting and waiting[0][1] == 0, f"no guest waits at an edge: {waiting}")
+
+        # The site dies: the edges serve what they hold, then their guests wait, and
+        # Prometheus shows both the waiting guests and the edges' failing upstream.
+        os.kill(site.broker_pid(), signal.SIGKILL)
+        site.proc.wait(10)
+        t_site = time.monotonic()
+        hungry = subprocess.Popen(ns["guests"].cmd([
+            prog("eb-sink-file"), "-b", "tcp://10.83.0.1:55225", "-u", "guest", "-k",
+            f"{keys}/guest.key", "--bytes", str(4 * 1048576 // 8), "--timeout", "120"]),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            wait_for("Prometheus to see a guest waiting at an edge",
+                     lambda: [v for _, v in prom_query(pport, "fleet:eb_sinks_waiting:edges")
+                              if v >= 1], 90)
+            failing = wait_for("Prometheus to see an edge's upstream failing",
+                               lambda: [v for _, v in
+                                        prom_query(pport, "fleet:eb_upstream_failing:edges")
+                                        if v >= 1], 90)
+            print(f"# the site killed: {time.monotonic() - t_site:.1f} s later Prometheus shows "
+                  f"a guest waiting and {failing[0]:.0f} edge(s) without their upstream")
+        finally:
+            hungry.kill()
+            hungry.wait()
+    finally:
+        for p in exporters:
+            stop(p)
+            p.hold.close()
+        for h in holds:
+            h.close()
+        stop(prom)
+        stop(dns)
+        if ha:
+            ha.stop()
+        for br in [site, *(edges or {}).values()]:
+            if br:
+                try:
+                    br.cleanup()
+                except Failure as e:
+                    print(f"not ok - {e}")
+        netnslib.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+main(test)
