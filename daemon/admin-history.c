@@ -97,6 +97,9 @@ int admin_history_start(struct broker *b)
 	r = sd_event_add_time_relative(b->event, &b->history_timer, CLOCK_MONOTONIC,
 	                               (uint64_t)interval_ms * 1000, TIMER_ACCURACY_USEC,
 	                               on_history_timer, b);
+	/* On, not one-shot: the handler sets the next time. */
+	if (r >= 0)
+		r = sd_event_source_set_enabled(b->history_timer, SD_EVENT_ON);
 	if (r < 0)
 		return log_error_errno(r, "Failed to set up the history's timer: %m");
 	return 0;

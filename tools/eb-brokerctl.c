@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "brokerctl-history.h"
 #include "cli.h"
 #include "log.h"
 #include "macro.h"
@@ -23,32 +24,35 @@ enum command {
 	CMD_SOURCES,
 	CMD_SINKS,
 	CMD_USERS,
+	CMD_HISTORY,
 	_CMD_MAX,
 	_CMD_INVALID = -EINVAL,
 };
 
 static const char *const command_names[_CMD_MAX] = {
-    [CMD_STATUS] = "status",
-    [CMD_SOURCES] = "sources",
-    [CMD_SINKS] = "sinks",
-    [CMD_USERS] = "users",
+    [CMD_STATUS] = "status", [CMD_SOURCES] = "sources", [CMD_SINKS] = "sinks",
+    [CMD_USERS] = "users",   [CMD_HISTORY] = "history",
 };
 
 static bool arg_json;
 
 static void help(void)
 {
-	printf("Usage: eb-brokerctl [OPTIONS] status|sources|sinks|users [--json]\n\n"
-	       "Shows a broker's pool, its sources, its sinks or its users.\n\n"
-	       "  status                pool level, capacity, totals in and out\n"
-	       "  sources               one line per source session: user, peer, kind, bytes in,\n"
-	       "                        bits credited, claimed H, health, last seen\n"
-	       "  sinks                 one line per sink session: user, peer, bits served, quota\n"
-	       "                        left, EMPTY answers, how long it has waited for entropy\n"
-	       "  users                 one line per configured user: roles, sessions, totals\n\n"
-	       "      --json            print one JSON object\n" EB_CLI_CLIENT_HELP
-	       "\nWithout --broker, unix:/run/entropy-broker/broker.sock is used.\n"
-	       "See eb-brokerctl(1).\n");
+	printf(
+	    "Usage: eb-brokerctl [OPTIONS] status|sources|sinks|users|history [--json]\n\n"
+	    "Shows a broker's pool, its sources, its sinks, its users or its history.\n\n"
+	    "  status                pool level, capacity, totals in and out\n"
+	    "  sources               one line per source session: user, peer, kind, bytes in,\n"
+	    "                        bits credited, claimed H, health, last seen\n"
+	    "  sinks                 one line per sink session: user, peer, bits served, quota\n"
+	    "                        left, EMPTY answers, how long it has waited for entropy\n"
+	    "  users                 one line per configured user: roles, sessions, totals\n"
+	    "  history               the last hour and day: a sparkline per series (pool level,\n"
+	    "                        bits in and out, sources, sinks, alarms, EMPTY answers),\n"
+	    "                        then each source's and sink's bits over the hour and day\n\n"
+	    "      --json            print one JSON object\n" EB_CLI_CLIENT_HELP
+	    "\nWithout --broker, unix:/run/entropy-broker/broker.sock is used.\n"
+	    "See eb-brokerctl(1).\n");
 }
 
 static void print_json(struct json_object *o)
@@ -257,6 +261,7 @@ static int new_table(enum command cmd, struct table **ret)
 		                 ">BYTES IN", ">BITS IN", ">BITS OUT", ">DRBG BYTES",
 		                 ">QUOTA LEFT/HOUR", ">EMPTY");
 	case CMD_STATUS:
+	case CMD_HISTORY:
 	case _CMD_MAX:
 	case _CMD_INVALID:
 		break;
@@ -399,13 +404,16 @@ int main(int argc, char *argv[])
 	if (r != EB_CLI_CONTINUE)
 		return r;
 	if (optind >= argc) {
-		log_error("Expected a command: status, sources, sinks or users; see --help");
+		log_error(
+		    "Expected a command: status, sources, sinks, users or history; see --help");
 		return 2;
 	}
 	cmd = command_from_string(argv[optind]);
 	if (cmd < 0) {
-		log_error("Unknown command \"%s\"; the commands are: status, sources, sinks, users",
-		          argv[optind]);
+		log_error(
+		    "Unknown command \"%s\"; the commands are: status, sources, sinks, users, "
+		    "history",
+		    argv[optind]);
 		return 2;
 	}
 	if (optind + 1 < argc) {
@@ -420,6 +428,8 @@ int main(int argc, char *argv[])
 		          eb_client_last_error(client));
 		return 1;
 	}
+	if (cmd == CMD_HISTORY)
+		return brokerctl_history(client, arg_json) < 0 ? 1 : 0;
 	if (cmd != CMD_STATUS)
 		return run_list(client, cmd) < 0 ? 1 : 0;
 	r = eb_client_status(client, &st);
