@@ -26,12 +26,20 @@ static void check_report(const struct eb_msg_report *m)
 	check(m->count <= EB_REPORT_ROWS_MAX);
 	eb_report_rows_init(&it, m);
 	for (;;) {
+		struct eb_report_history_row h;
 		struct eb_report_session s;
 		struct eb_report_user u;
 		uint64_t id;
 		int k;
 
-		if (m->table == EB_REPORT_SESSIONS) {
+		if (m->table == EB_REPORT_HISTORY) {
+			r = eb_report_next_history(&it, &h);
+			if (r <= 0)
+				break;
+			check(eb_history_kind_to_string(h.kind));
+			k = eb_report_history_encode(&h, row_buf, sizeof(row_buf));
+			id = eb_report_history_id(&h);
+		} else if (m->table == EB_REPORT_SESSIONS) {
 			r = eb_report_next_session(&it, &s);
 			if (r <= 0)
 				break;

@@ -19,6 +19,7 @@
 #include "fuzz.h" /* check() */
 #include "macro.h"
 #include "proto.h"
+#include "report.h"
 #include "tls.h"
 
 /* Large enough for a script with a few full frames. */
@@ -338,6 +339,19 @@ static void session_seeds(void)
 	m.report_req = (struct eb_msg_report_req){.table = 2, .after = 1};
 	op_msg_run(&s, 1, &m);
 	save("session", "plain-admin-report", s.data, s.len);
+
+	/* The same admin reads the history, from its first page and from past its samples. */
+	script_start(&s, 2, modes);
+	hello(&s, 0, EB_ROLE_SOURCE | EB_ROLE_SINK);
+	put_msg(&s, 0, 1024, 4096);
+	get_msg(&s, 0, 1024, EB_GET_FULL);
+	hello(&s, 1, EB_ROLE_ADMIN);
+	m = (struct eb_msg){.type = EB_MSG_REPORT_REQ,
+	                    .report_req = {.table = EB_REPORT_HISTORY, .version = 1}};
+	op_msg_run(&s, 1, &m);
+	m.report_req.after = EB_HISTORY_ID(EB_HISTORY_SOURCE, 0);
+	op_msg_run(&s, 1, &m);
+	save("session", "plain-admin-history", s.data, s.len);
 
 	/* A GET the empty pool cannot back waits, then the clock runs out its wait. */
 	script_start(&s, 1, modes);
