@@ -117,7 +117,8 @@ class StormBroker:
     `users` sink users (vm0, vm1 ... each with its own key), a local source/admin over unix, and
     a pool big enough for `seeds` seeds of 256 bits, filled before anything is measured."""
 
-    def __init__(self, build, sessions, users, seeds, broker_extra=""):
+    def __init__(self, build, sessions, users, seeds, broker_extra="", keys=None):
+        """keys: another StormBroker's .broker.keys, for brokers that know the users alike."""
         eblib.BUILD = build
         self.build = build
         self.tmp = tempfile.mkdtemp(prefix="eb-storm-")
@@ -133,7 +134,8 @@ class StormBroker:
         # the end of their stream: room for as many again as are connecting.
         extra = (f"max-sessions = {2 * sessions + 64}\nmax-handshakes = {sessions}\n"
                  f"max-handshakes-per-address = {sessions}\n{broker_extra}")
-        self.broker = eblib.Broker(spec, broker_extra=extra, tmp=self.tmp, capacity=capacity)
+        self.broker = eblib.Broker(spec, broker_extra=extra, tmp=self.tmp, capacity=capacity,
+                                   keys=keys)
         # One user's sessions are capped at 256 by default: a user per VM is what a storm
         # looks like, so the cap is raised only as far as the users are fewer than sessions.
         per_user = max(256, -(-sessions // users) + 8)
