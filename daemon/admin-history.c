@@ -12,7 +12,6 @@
 #include "log.h"
 #include "pool.h"
 #include "report.h"
-#include "session.h"
 
 /* A test compresses the hour with this (docs/testing.md); nothing else should set it. */
 #define INTERVAL_ENV "EB_HISTORY_INTERVAL_MS"
@@ -31,7 +30,7 @@ static uint64_t realtime_ms(void)
 static void read_gauges(struct broker *b, struct history_gauges *ret)
 {
 	struct eb_msg_status st;
-	struct session *s;
+	const struct registry_entry *e;
 
 	broker_fill_status(b, &st);
 	*ret = (struct history_gauges){
@@ -42,12 +41,10 @@ static void read_gauges(struct broker *b, struct history_gauges *ret)
 	};
 	/* Established sessions by role, as the users' page counts them: once a sample, not per
 	 * frame, so a walk is cheap enough. */
-	eb_list_foreach(s, &b->sessions, node) {
-		if (s->state != SESSION_READY)
-			continue;
-		ret->sources += !!(s->roles & EB_ROLE_SOURCE);
-		ret->sinks += !!(s->roles & EB_ROLE_SINK);
-		ret->admins += !!(s->roles & EB_ROLE_ADMIN);
+	registry_foreach_ready(e, &b->registry) {
+		ret->sources += !!(e->roles & EB_ROLE_SOURCE);
+		ret->sinks += !!(e->roles & EB_ROLE_SINK);
+		ret->admins += !!(e->roles & EB_ROLE_ADMIN);
 	}
 }
 

@@ -19,7 +19,7 @@
 
 static struct user_totals *totals_of(struct session *s)
 {
-	return &s->broker->totals[s->user];
+	return &s->broker->totals[s->reg.user];
 }
 
 void admin_count_put(struct session *s, size_t bytes, uint64_t claim, bool stuck, uint64_t credited)
@@ -33,7 +33,7 @@ void admin_count_put(struct session *s, size_t bytes, uint64_t claim, bool stuck
 	t->bytes_in += bytes;
 	t->bits_in += credited;
 	admin_seen(s);
-	history_count(s->broker->history, HISTORY_SOURCE, s->broker->conf->users[s->user].name,
+	history_count(s->broker->history, HISTORY_SOURCE, s->broker->conf->users[s->reg.user].name,
 	              s->kind, credited, s->last_usec);
 	if (stuck)
 		history_count_alarm(s->broker->history);
@@ -60,7 +60,7 @@ void admin_count_data(struct session *s, size_t bytes, uint32_t bits)
 		s->bits_out += bits;
 		t->bits_out += bits;
 		history_count(s->broker->history, HISTORY_SINK,
-		              s->broker->conf->users[s->user].name, s->kind, bits,
+		              s->broker->conf->users[s->reg.user].name, s->kind, bits,
 		              broker_now(s->broker));
 	}
 }
@@ -80,7 +80,7 @@ static uint32_t ms_since(uint64_t then, uint64_t now)
 static enum eb_source_health source_health(const struct session *s, uint64_t now)
 {
 	struct eb_source_seen seen = {
-	    .source = s->roles & EB_ROLE_SOURCE,
+	    .source = s->reg.roles & EB_ROLE_SOURCE,
 	    .asleep = session_is_asleep(s, now),
 	    .idle_ms = ms_since(s->last_usec, now),
 	    .bytes_in = s->bytes_in,
@@ -119,16 +119,16 @@ static void copy_printable(char *dst, size_t size, const char *src)
 static void session_row(struct broker *b, struct session *s, uint64_t now, uint8_t version,
                         struct eb_report_session *ret)
 {
-	const struct eb_user *u = &b->conf->users[s->user];
+	const struct eb_user *u = &b->conf->users[s->reg.user];
 	uint64_t left = 0;
 
 	*ret = (struct eb_report_session){
 	    .id = s->id,
-	    .roles = (uint8_t)s->roles,
+	    .roles = (uint8_t)s->reg.roles,
 	    .health = source_health(s, now),
-	    .flags = s->local ? 0 : EB_REPORT_TLS,
+	    .flags = s->reg.local ? 0 : EB_REPORT_TLS,
 	    .claim_mbits_per_byte = s->claim_mbits_per_byte,
-	    .connected_s = ms_since(s->accepted_usec, now) / 1000,
+	    .connected_s = ms_since(s->reg.hs.accepted_usec, now) / 1000,
 	    .last_ms = ms_since(s->last_usec, now),
 	    .bytes_in = s->bytes_in,
 	    .bits_in = s->bits_in,
@@ -141,11 +141,11 @@ static void session_row(struct broker *b, struct session *s, uint64_t now, uint8
 		ret->flags |= EB_REPORT_WAITING;
 		ret->waiting_ms = ms_since(s->get.since_usec, now);
 	}
-	if (quota_left(b, s->user, now, &left)) {
+	if (quota_left(b, s->reg.user, now, &left)) {
 		ret->flags |= EB_REPORT_QUOTA;
 		ret->quota_left_bits = left;
 	}
-	if (version >= 1 && (s->roles & EB_ROLE_SINK)) {
+	if (version >= 1 && (s->reg.roles & EB_ROLE_SINK)) {
 		/* A sink between an EMPTY and its retry waits for nothing in the queue, but it
 		 * is still without entropy: it starves from its first unanswered GET on. */
 		uint64_t since = s->starving_since_usec ? s->starving_since_usec
@@ -198,17 +198,17 @@ static int sessions_page(struct broker *b, uint64_t after, uint8_t version, uint
                          size_t size, struct eb_msg_report *ret)
 {
 	_cleanup_free_ struct session **v = NULL;
-	struct session *s;
+	const struct registry_entry *e;
 	uint64_t now = broker_now(b);
 	size_t n = 0, rows, used = 0;
 	unsigned count = 0;
 
-	v = malloc(MAX(b->n_sessions, 1u) * sizeof(*v));
+	v = malloc(MAX(b->registry.n_sessions, 1u) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	eb_list_foreach(s, &b->sessions, node)
-		if (s->state == SESSION_READY && s->id > after && n < b->n_sessions)
-			v[n++] = s;
+	registry_foreach_ready(e, &b->registry)
+		if (session_of(e)->id > after && n < b->registry.n_sessions)
+			v[n++] = session_of(e);
 	qsort(v, n, sizeof(*v), by_id);
 	/* The upstream, if any, is the last row. */
 	rows = n + (b->upstream && after < EB_REPORT_UPSTREAM_ID);
@@ -243,7 +243,7 @@ static int users_page(struct broker *b, uint64_t after, uint8_t version, uint8_t
 {
 	_cleanup_free_ uint32_t *counts = NULL;
 	const struct eb_conf *conf = b->conf;
-	struct session *s;
+	const struct registry_entry *e;
 	uint64_t now = broker_now(b);
 	size_t used = 0;
 	unsigned count = 0, i;
@@ -252,12 +252,10 @@ static int users_page(struct broker *b, uint64_t after, uint8_t version, uint8_t
 	counts = calloc(MAX(conf->n_users, 1u) * 3, sizeof(*counts));
 	if (!counts)
 		return -ENOMEM;
-	eb_list_foreach(s, &b->sessions, node) {
-		if (s->state != SESSION_READY)
-			continue;
-		counts[3 * s->user]++;
-		counts[3 * s->user + 1] += !!(s->roles & EB_ROLE_SOURCE);
-		counts[3 * s->user + 2] += !!(s->roles & EB_ROLE_SINK);
+	registry_foreach_ready(e, &b->registry) {
+		counts[3 * e->user]++;
+		counts[3 * e->user + 1] += !!(e->roles & EB_ROLE_SOURCE);
+		counts[3 * e->user + 2] += !!(e->roles & EB_ROLE_SINK);
 	}
 
 	for (i = after < conf->n_users ? (unsigned)after : conf->n_users;

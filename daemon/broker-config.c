@@ -124,21 +124,6 @@ static bool same_string(const char *a, const char *b)
 	return a == b || (a && b && strcmp(a, b) == 0);
 }
 
-/* Sessions that did not survive a reload, and each user's sessions afresh in the new indexes. */
-static unsigned count_after_reload(struct broker *b)
-{
-	const struct session *s;
-	unsigned n = 0;
-
-	memset(b->user_sessions, 0, MAX(b->conf->n_users, 1u) * sizeof(*b->user_sessions));
-	eb_list_foreach(s, &b->sessions, node) {
-		n += s->state == SESSION_CLOSING;
-		if (s->user >= 0 && (s->state == SESSION_HELLO || s->state == SESSION_READY))
-			b->user_sessions[s->user]++;
-	}
-	return n;
-}
-
 /* [upstream]'s client was made at start: its brokers, user and key stay, and so does drawing
  * for a section added now; the thresholds take effect at once, and a section removed stops the
  * drawing (its low water reads 0). */
@@ -249,6 +234,44 @@ static void reload_failed(struct broker *b, int r, const char *error)
 	broker_notify_status(b);
 }
 
+struct rebind {
+	const struct eb_conf *old, *new;
+};
+
+static int rebind_session(struct registry_entry *e, void *userdata)
+{
+	const struct rebind *rb = userdata;
+
+	return session_rebind(session_of(e), rb->old, rb->new);
+}
+
+/* The switch to new, in one step: nothing between its first line and its last reads the
+ * configuration, the quotas, the totals, the users' counts or a session's user, so none of them
+ * is ever seen half old and half new. What only a restart changes is kept first, under the write
+ * lock: a handshake on a worker reads the configuration it replaces. Returns how many sessions
+ * are closing after it. */
+static unsigned switch_config(struct broker *b, struct eb_conf *new, struct sched_quota **quotas,
+                              struct user_totals **totals, unsigned **counts)
+{
+	struct eb_conf *old = b->conf;
+	struct rebind rb = {old, new};
+	unsigned closing;
+
+	pthread_rwlock_wrlock(&b->conf_lock);
+	keep_restart_only(old, new);
+	broker_number_keys(b, old, new);
+	b->conf = new;
+	pthread_rwlock_unlock(&b->conf_lock);
+	SWAP(b->quotas, *quotas);
+	SWAP(b->totals, *totals);
+	closing =
+	    registry_rebind(&b->registry, TAKE_PTR(*counts), new->n_users, rebind_session, &rb);
+	/* A handshake on a worker looks keys up in the old conf or in the new, never in one
+	 * being freed: every lookup that could see old was under the read lock, before ours. */
+	eb_conf_free(old); /* wipes the old keys */
+	return closing;
+}
+
 /* SIGHUP: users, keys, roles, caps, quotas and thresholds are read again. A file that does not
  * load changes nothing. Sessions whose access was revoked are closed; the others carry on, and
  * each user's quota and totals keep what they had. */
@@ -256,10 +279,9 @@ void broker_reload(struct broker *b)
 {
 	_cleanup_free_ struct sched_quota *quotas = NULL;
 	_cleanup_free_ struct user_totals *totals = NULL;
-	_cleanup_free_ unsigned *user_sessions = NULL;
-	struct eb_conf *new = NULL, *old = b->conf;
-	struct session *s, *next;
-	unsigned before = b->n_sessions;
+	_cleanup_free_ unsigned *counts = NULL;
+	struct eb_conf *new = NULL;
+	unsigned before = b->registry.n_sessions, closing;
 	_cleanup_free_ char *error = NULL;
 	int r;
 
@@ -274,39 +296,26 @@ void broker_reload(struct broker *b)
 	}
 	quotas = calloc(MAX(new->n_users, 1u), sizeof(*quotas));
 	totals = calloc(MAX(new->n_users, 1u), sizeof(*totals));
-	user_sessions = calloc(MAX(new->n_users, 1u), sizeof(*user_sessions));
-	if (!quotas || !totals || !user_sessions) {
+	counts = calloc(MAX(new->n_users, 1u), sizeof(*counts));
+	if (!quotas || !totals || !counts) {
 		log_oom();
 		eb_conf_free(new);
 		reload_failed(b, -ENOMEM, NULL);
 		return;
 	}
 	for (unsigned i = 0; i < new->n_users; i++) {
-		const struct eb_user *u = eb_conf_find_user(old, new->users[i].name);
+		const struct eb_user *u = eb_conf_find_user(b->conf, new->users[i].name);
 
 		if (u) {
-			quotas[i] = b->quotas[u - old->users];
-			totals[i] = b->totals[u - old->users];
+			quotas[i] = b->quotas[u - b->conf->users];
+			totals[i] = b->totals[u - b->conf->users];
 		}
 	}
-	keep_restart_only(old, new);
-	broker_number_keys(b, old, new);
 	broker_raise_nofile(new);
-	SWAP(b->quotas, quotas);
-	SWAP(b->totals, totals);
-	/* A handshake on a worker looks keys up in the old conf or in the new, never in one
-	 * being freed: eb_conf_free(old) below comes after every lookup that could see it. */
-	pthread_rwlock_wrlock(&b->conf_lock);
-	b->conf = new;
-	pthread_rwlock_unlock(&b->conf_lock);
-	eb_list_foreach_safe(s, next, &b->sessions, node)
-		session_rebind(s, old, new);
-	/* Counted in the old indexes until here; count_after_reload() counts in the new. */
-	SWAP(b->user_sessions, user_sessions);
-	eb_conf_free(old); /* wipes the old keys */
+	closing = switch_config(b, new, &quotas, &totals, &counts);
 	log_info("Reloaded %s: %u users; %u of %u sessions kept",
 	         new->path ? new->path : "the configuration", new->n_users,
-	         b->n_sessions - count_after_reload(b), before);
+	         b->registry.n_sessions - closing, before);
 	broker_pool_changed(b); /* the thresholds may have moved */
 	b->reload_error = mfree_str(b->reload_error);
 	(void)sd_notify(false, "READY=1\nERRNO=0");

@@ -201,7 +201,7 @@ static void format_fields(struct broker *b, const char *msgid, char *buf, size_t
 	         "\nEB_POOL_ZONE=%s\nEB_SOURCES=%u\nEB_SINKS=%u\nEB_BITS_IN=%" PRIu64
 	         "\nEB_BITS_OUT=%" PRIu64,
 	         msgid, eb_pool_level(b->pool), eb_pool_capacity(b->pool), zone_name(b->zone),
-	         b->n_sources, b->n_sinks, b->bits_in, b->bits_out);
+	         b->registry.n_sources, b->registry.n_sinks, b->bits_in, b->bits_out);
 }
 
 static void log_pool(struct broker *b, int level, const char *msgid, const char *what)
@@ -213,9 +213,9 @@ static void log_pool(struct broker *b, int level, const char *msgid, const char 
 	log_struct(level, fields,
 	           "%s: %" PRIu64 " of %" PRIu64 " bits (%u%%), %u source%s, %u sink%s, %" PRIu64
 	           " bits in, %" PRIu64 " bits out",
-	           what, bits, cap, (unsigned)(bits * 100 / cap), b->n_sources,
-	           b->n_sources == 1 ? "" : "s", b->n_sinks, b->n_sinks == 1 ? "" : "s", b->bits_in,
-	           b->bits_out);
+	           what, bits, cap, (unsigned)(bits * 100 / cap), b->registry.n_sources,
+	           b->registry.n_sources == 1 ? "" : "s", b->registry.n_sinks,
+	           b->registry.n_sinks == 1 ? "" : "s", b->bits_in, b->bits_out);
 }
 
 /* Tells the journal where the level is, at most once per ZONE_LOG_INTERVAL_USEC; the notify
@@ -258,8 +258,8 @@ void broker_fill_status(struct broker *b, struct eb_msg_status *ret)
 	    .bits_in = b->bits_in,
 	    .bits_out = b->bits_out,
 	    .bytes_drbg = b->bytes_drbg,
-	    .sources = b->n_sources,
-	    .sinks = b->n_sinks,
+	    .sources = b->registry.n_sources,
+	    .sinks = b->registry.n_sinks,
 	    .uptime_s = (uint32_t)((broker_now(b) - b->start_usec) / 1000000),
 	};
 }
@@ -275,8 +275,9 @@ void broker_notify_status(struct broker *b)
 	    false, "STATUS=%s%s%sPool %" PRIu64 "/%" PRIu64 " bits (%u%%), %u source%s, %u sink%s",
 	    b->reload_error ? "Reload failed: " : "", b->reload_error ? b->reload_error : "",
 	    b->reload_error ? "; running the previous configuration. " : "", bits, cap,
-	    (unsigned)(bits * 100 / cap), b->n_sources, b->n_sources == 1 ? "" : "s", b->n_sinks,
-	    b->n_sinks == 1 ? "" : "s");
+	    (unsigned)(bits * 100 / cap), b->registry.n_sources,
+	    b->registry.n_sources == 1 ? "" : "s", b->registry.n_sinks,
+	    b->registry.n_sinks == 1 ? "" : "s");
 }
 
 /* Sessions that ended leave their memory in the heap, in holes the allocator does not give back
@@ -286,10 +287,10 @@ void broker_notify_status(struct broker *b)
 
 static void trim_heap(struct broker *b)
 {
-	if (b->n_sessions + TRIM_SESSIONS > b->n_sessions_high)
+	if (b->registry.n_sessions + TRIM_SESSIONS > b->registry.n_sessions_high)
 		return;
 	(void)malloc_trim(0);
-	b->n_sessions_high = b->n_sessions;
+	registry_reset_high(&b->registry);
 }
 
 static int on_notify_timer(sd_event_source *src, uint64_t usec, void *userdata)
@@ -416,9 +417,9 @@ static int broker_init(struct broker *b, struct eb_conf *conf, const char *confi
 		b->peer_log[k] = EB_RATELIMIT_INIT(PEER_LOG_INTERVAL_USEC, PEER_LOG_BURST);
 	b->quotas = calloc(MAX(conf->n_users, 1u), sizeof(*b->quotas));
 	b->totals = calloc(MAX(conf->n_users, 1u), sizeof(*b->totals));
-	b->user_sessions = calloc(MAX(conf->n_users, 1u), sizeof(*b->user_sessions));
 	b->scratch = malloc(EB_DATA_MAX);
-	if (!b->quotas || !b->totals || !b->user_sessions || !b->scratch)
+	if (!b->quotas || !b->totals || !b->scratch ||
+	    registry_init(&b->registry, conf->n_users) < 0)
 		return log_oom();
 	return 0;
 }
@@ -576,8 +577,8 @@ struct broker *broker_free(struct broker *b)
 	if (!b)
 		return NULL;
 	b->upstream = upstream_free(b->upstream);
-	while (!eb_list_is_empty(&b->sessions))
-		session_free(eb_list_first(&b->sessions, struct session, node));
+	for (struct registry_entry *e; (e = registry_any(&b->registry));)
+		session_free(session_of(e));
 	/* After the sessions: a handshake still on a worker is freed as the workers stop. */
 	b->workers = workers_free(b->workers);
 	listeners_free(b);
@@ -595,9 +596,8 @@ struct broker *broker_free(struct broker *b)
 	free(b->scratch);
 	free(b->quotas);
 	free(b->totals);
-	free(b->user_sessions);
 	free(b->reload_error);
-	handshakes_free(&b->handshakes);
+	registry_done(&b->registry);
 	eb_conf_free(b->conf);
 	pthread_rwlock_destroy(&b->conf_lock);
 	free(b);
@@ -611,7 +611,7 @@ int broker_listen(struct broker *b, char **uris, unsigned n_uris)
 
 int broker_run(struct broker *b)
 {
-	struct session *s;
+	struct registry_entry *e;
 	int r;
 
 	broker_pool_changed(b);
@@ -624,8 +624,8 @@ int broker_run(struct broker *b)
 		return log_error_errno(r, "Event loop failed: %m");
 
 	/* Say goodbye to every peer, then keep what the pool holds for the next start. */
-	eb_list_foreach(s, &b->sessions, node)
-		session_goodbye(s);
+	registry_foreach_ready(e, &b->registry)
+		session_goodbye(session_of(e));
 	log_pool(b, LOG_INFO, MSGID_STOP, "Broker stopping");
 	save_seed(b, true);
 	return 0;

@@ -10,12 +10,12 @@
 
 #include "admin.h"
 #include "conf.h"
-#include "handshakes.h"
 #include "list.h"
 #include "listeners.h"
 #include "log.h"
 #include "proto.h"
 #include "ratelimit.h"
+#include "registry.h"
 #include "scheduler.h"
 
 struct ssl_ctx_st;
@@ -67,15 +67,8 @@ struct broker {
 
 	struct eb_listeners listeners;
 
-	struct eb_list sessions; /* of session.node */
-	unsigned n_sessions, n_sources, n_sinks;
-	unsigned n_local, n_network;  /* sessions over plain unix, and over TLS */
-	unsigned n_handshakes;        /* network sessions not yet authenticated */
-	struct handshakes handshakes; /* the same, oldest first, counted per address */
-	struct eb_list closing;       /* of session.closing_node: sessions ended, oldest first */
-	unsigned n_closing;           /* counted apart from the slots above (max-lingering) */
-	unsigned *user_sessions;      /* parallel to conf->users: sessions in HELLO or READY */
-	unsigned n_sessions_high; /* the most sessions at once since the heap was last trimmed */
+	/* Every session and every count of them: written by registry.c alone. */
+	struct registry registry;
 	struct eb_ratelimit peer_log[_PEER_LOG_MAX];
 
 	/* DRBG mode reseeds from the pool at most once per SCHEDULER_DRBG_RESEED_USEC. */

@@ -42,13 +42,13 @@ static bool contains(const uint64_t *ids, unsigned n, uint64_t id)
 
 int chain_path(const struct broker *b, uint64_t ret[EB_CHAIN_MAX])
 {
-	const struct session *s;
+	const struct registry_entry *e;
 	unsigned n = 0;
 
 	ret[n++] = b->chain_id;
-	eb_list_foreach(s, &b->sessions, node) {
-		if (s->state != SESSION_READY)
-			continue;
+	registry_foreach_ready(e, &b->registry) {
+		const struct session *s = session_of(e);
+
 		for (unsigned i = 0; i < s->n_chain; i++) {
 			if (contains(ret, n, s->chain[i]))
 				continue;
@@ -128,7 +128,7 @@ int chain_accept(struct session *s, const struct eb_msg_hello *h)
 	if (!contains(h->chain, h->n_chain, b->chain_id)) {
 		s->n_chain = h->n_chain;
 		memcpy(s->chain, h->chain, sizeof(s->chain));
-		if (b->chain_refused_user == s->user)
+		if (b->chain_refused_user == s->reg.user)
 			b->chain_refused_user = -1;
 		return 0;
 	}
@@ -136,12 +136,12 @@ int chain_accept(struct session *s, const struct eb_msg_hello *h)
 	/* A downstream retries with back-off while the cycle stands: one line says it, the
 	 * retries are debug. */
 	format_chain(h, ids, sizeof(ids));
-	if (b->chain_refused_user != s->user || b->chain_refused_first != h->chain[0]) {
+	if (b->chain_refused_user != s->reg.user || b->chain_refused_first != h->chain[0]) {
 		log_warning(
 		    "Refusing %s (user %s): its chain of brokers (%s) contains this broker "
 		    "(%s); serving it would make this broker draw from itself through a cycle",
 		    s->peer, u->name, ids, chain_id_to_string(b->chain_id, id));
-		b->chain_refused_user = s->user;
+		b->chain_refused_user = s->reg.user;
 		b->chain_refused_first = h->chain[0];
 	} else
 		log_debug("Refusing %s (user %s) again: chain %s has a cycle", s->peer, u->name,

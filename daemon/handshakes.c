@@ -8,7 +8,6 @@
 #include <sys/random.h>
 
 #include "macro.h"
-#include "session.h"
 
 struct addr_count {
 	struct addr_count *next;
@@ -109,20 +108,20 @@ static void sweep(struct handshakes *h, uint64_t now)
 	}
 }
 
-void handshakes_add(struct handshakes *h, struct session *s)
+void handshakes_add(struct handshakes *h, struct handshake *hs)
 {
 	struct addr_count **p, *c;
 
-	eb_list_append(&h->list, &s->handshake_node);
-	s->addr_counted = false;
-	if (!counted(&s->addr) || (h->n_addrs >= h->n_buckets && grow(h) < 0))
+	eb_list_append(&h->list, &hs->node);
+	hs->addr_counted = false;
+	if (!counted(&hs->addr) || (h->n_addrs >= h->n_buckets && grow(h) < 0))
 		return;
-	p = find(h, &s->addr);
+	p = find(h, &hs->addr);
 	if (!*p) {
 		c = calloc(1, sizeof(*c));
 		if (!c)
 			return;
-		c->addr = s->addr;
+		c->addr = hs->addr;
 		*p = c;
 		h->n_addrs++;
 	}
@@ -133,25 +132,25 @@ void handshakes_add(struct handshakes *h, struct session *s)
 		h->n_idle--;
 	}
 	c->n++;
-	s->addr_counted = true;
+	hs->addr_counted = true;
 }
 
-void handshakes_remove(struct handshakes *h, struct session *s, bool failed, uint64_t now)
+void handshakes_remove(struct handshakes *h, struct handshake *hs, bool failed, uint64_t now)
 {
 	struct addr_count *c;
 
-	eb_list_remove(&h->list, &s->handshake_node);
-	if (!s->addr_counted)
+	eb_list_remove(&h->list, &hs->node);
+	if (!hs->addr_counted)
 		return;
-	s->addr_counted = false;
-	c = *find(h, &s->addr);
+	hs->addr_counted = false;
+	c = *find(h, &hs->addr);
 	if (!c)
 		return;
 	c->n--;
-	if (failed && now < s->accepted_usec + HANDSHAKE_CHARGE_USEC) {
+	if (failed && now < hs->accepted_usec + HANDSHAKE_CHARGE_USEC) {
 		(void)charges(c, now);
 		c->charged++;
-		c->charged_until = MAX(c->charged_until, s->accepted_usec + HANDSHAKE_CHARGE_USEC);
+		c->charged_until = MAX(c->charged_until, hs->accepted_usec + HANDSHAKE_CHARGE_USEC);
 	}
 	if (c->n > 0)
 		return;
@@ -176,7 +175,7 @@ unsigned handshakes_from(struct handshakes *h, const struct peer_addr *a, uint64
 	return c ? c->n + charges(c, now) : 0;
 }
 
-struct session *handshakes_busiest(const struct handshakes *h, unsigned more_than)
+struct handshake *handshakes_busiest(const struct handshakes *h, unsigned more_than)
 {
 	const struct addr_count *top = NULL;
 
@@ -190,18 +189,18 @@ struct session *handshakes_busiest(const struct handshakes *h, unsigned more_tha
 		return NULL;
 	/* Its newest: an older one is nearer its end, if it is a real client's. */
 	for (struct eb_list_node *n = h->list.last; n; n = n->prev) {
-		struct session *s = eb_list_entry(n, struct session, handshake_node);
+		struct handshake *hs = eb_list_entry(n, struct handshake, node);
 
-		if (s->addr_counted && s->addr.family == top->addr.family &&
-		    memcmp(s->addr.bytes, top->addr.bytes, sizeof(s->addr.bytes)) == 0)
-			return s;
+		if (hs->addr_counted && hs->addr.family == top->addr.family &&
+		    memcmp(hs->addr.bytes, top->addr.bytes, sizeof(hs->addr.bytes)) == 0)
+			return hs;
 	}
 	return NULL;
 }
 
-struct session *handshakes_oldest(const struct handshakes *h)
+struct handshake *handshakes_oldest(const struct handshakes *h)
 {
-	return h->list.first ? eb_list_entry(h->list.first, struct session, handshake_node) : NULL;
+	return h->list.first ? eb_list_entry(h->list.first, struct handshake, node) : NULL;
 }
 
 void handshakes_free(struct handshakes *h)

@@ -18,7 +18,7 @@
 static void flow_control(struct broker *b)
 {
 	uint64_t level = eb_pool_level(b->pool);
-	struct session *s;
+	struct registry_entry *e;
 
 	if (!b->sources_asleep && level >= broker_high_water(b))
 		b->sources_asleep = true;
@@ -26,8 +26,8 @@ static void flow_control(struct broker *b)
 		b->sources_asleep = false;
 	else
 		return;
-	eb_list_foreach(s, &b->sessions, node)
-		session_set_asleep(s, b->sources_asleep);
+	registry_foreach_ready(e, &b->registry)
+		session_set_asleep(session_of(e), b->sources_asleep);
 }
 
 /* The level moved (or its thresholds did): the journal hears of it now, sources and waiting
@@ -129,7 +129,7 @@ static bool serve(struct broker *b, struct sched_request *r, bool final, bool *s
 	const struct sched_view v = {
 	    .now_usec = broker_now(b),
 	    .level_bits = eb_pool_level(b->pool),
-	    .n_sources = b->n_sources,
+	    .n_sources = b->registry.n_sources,
 	    .drbg_seeded = b->drbg_reseeded,
 	    .drbg_reseed_usec = b->drbg_reseed_usec,
 	    .quota_bits_per_hour = u->quota_bits_per_hour,

@@ -71,7 +71,8 @@ static const char *account_text(bool user, uint32_t id, char *buf, size_t size)
 	return buf;
 }
 
-void session_describe_peer(struct session *s, int fd, const char *listener)
+void session_describe_peer(struct session *s, int fd, const char *listener,
+                           struct peer_addr *ret_addr)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
@@ -87,8 +88,8 @@ void session_describe_peer(struct session *s, int fd, const char *listener)
 
 		inet_ntop(AF_INET, &in->sin_addr, addr, sizeof(addr));
 		snprintf(s->peer, sizeof(s->peer), "%s %s:%u", listener, addr, ntohs(in->sin_port));
-		s->addr.family = AF_INET;
-		memcpy(s->addr.bytes, &in->sin_addr, 4);
+		ret_addr->family = AF_INET;
+		memcpy(ret_addr->bytes, &in->sin_addr, 4);
 		break;
 	}
 	case AF_INET6: {
@@ -99,11 +100,11 @@ void session_describe_peer(struct session *s, int fd, const char *listener)
 		         ntohs(in6->sin6_port));
 		/* An IPv4 peer on a dual-stack socket is one address, not a share of a /64. */
 		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
-			s->addr.family = AF_INET;
-			memcpy(s->addr.bytes, in6->sin6_addr.s6_addr + 12, 4);
+			ret_addr->family = AF_INET;
+			memcpy(ret_addr->bytes, in6->sin6_addr.s6_addr + 12, 4);
 		} else {
-			s->addr.family = AF_INET6;
-			memcpy(s->addr.bytes, in6->sin6_addr.s6_addr, 8);
+			ret_addr->family = AF_INET6;
+			memcpy(ret_addr->bytes, in6->sin6_addr.s6_addr, 8);
 		}
 		break;
 	}
@@ -112,8 +113,8 @@ void session_describe_peer(struct session *s, int fd, const char *listener)
 
 		snprintf(s->peer, sizeof(s->peer), "%s cid=%u port=%u", listener, vm->svm_cid,
 		         vm->svm_port);
-		s->addr.family = AF_VSOCK;
-		memcpy(s->addr.bytes, &vm->svm_cid, sizeof(vm->svm_cid));
+		ret_addr->family = AF_VSOCK;
+		memcpy(ret_addr->bytes, &vm->svm_cid, sizeof(vm->svm_cid));
 		break;
 	}
 	case AF_UNIX: {
@@ -124,8 +125,8 @@ void session_describe_peer(struct session *s, int fd, const char *listener)
 			         (int)uc.pid, (unsigned)uc.uid, (unsigned)uc.gid);
 			/* Over unix+tls a hypervisor speaks for its guest: one process, one guest.
 			 */
-			s->addr.family = AF_UNIX;
-			memcpy(s->addr.bytes, &uc.pid, sizeof(uc.pid));
+			ret_addr->family = AF_UNIX;
+			memcpy(ret_addr->bytes, &uc.pid, sizeof(uc.pid));
 		} else
 			snprintf(s->peer, sizeof(s->peer), "%s peer", listener);
 		break;
@@ -135,62 +136,19 @@ void session_describe_peer(struct session *s, int fd, const char *listener)
 	}
 }
 
-static void count_user(struct session *s, int delta)
-{
-	struct broker *b = s->broker;
-
-	if (s->user < 0 || (unsigned)s->user >= b->conf->n_users)
-		return;
-	/* A reload counts afresh (broker_count_user_sessions()), so a count never goes below 0. */
-	if (delta > 0 || b->user_sessions[s->user] > 0)
-		b->user_sessions[s->user] += (unsigned)delta;
-}
-
-void session_count(struct session *s, int delta)
-{
-	struct broker *b = s->broker;
-
-	switch (s->state) {
-	case SESSION_HANDSHAKE:
-		b->n_handshakes += (unsigned)delta;
-		if (delta > 0)
-			handshakes_add(&b->handshakes, s);
-		else
-			handshakes_remove(&b->handshakes, s, !s->authenticated, broker_now(b));
-		break;
-	case SESSION_READY:
-		if (s->roles & EB_ROLE_SOURCE)
-			b->n_sources += (unsigned)delta;
-		if (s->roles & EB_ROLE_SINK)
-			b->n_sinks += (unsigned)delta;
-		broker_mark_status(b);
-		count_user(s, delta);
-		break;
-	case SESSION_HELLO:
-		count_user(s, delta);
-		break;
-	case SESSION_CLOSING:
-	case _SESSION_STATE_MAX:
-	case _SESSION_STATE_INVALID:
-		break;
-	}
-}
-
 /* Binds s to user u, or refuses it with a BUSY error when u has all the sessions it may: its
  * sessions past the handshake, this one not yet counted, against its max-sessions. */
 static int bind_user(struct session *s, const struct eb_user *u)
 {
 	unsigned idx = (unsigned)(u - s->broker->conf->users);
+	int r;
 
-	if (s->broker->user_sessions[idx] >= u->max_sessions) {
+	r = registry_bind_user(&s->broker->registry, &s->reg, idx, u->max_sessions);
+	if (r < 0)
 		log_peer_refused(s->broker, PEER_LOG_LIMIT, LOG_WARNING,
 		                 "Refusing %s: user %s has %u sessions, its limit (max-sessions)",
 		                 s->peer, u->name, u->max_sessions);
-		return -EBUSY;
-	}
-	s->user = (int)idx;
-	count_user(s, +1);
-	return 0;
+	return r;
 }
 
 int session_identify_unix(struct session *s)
@@ -256,61 +214,12 @@ static int identify_tls(struct session *s)
 
 void session_refuse_identity(struct session *s, int r)
 {
-	if (s->state == SESSION_CLOSING)
+	if (s->reg.state == SESSION_CLOSING)
 		return; /* refused already, with its own words */
 	if (r == -EBUSY)
 		session_refuse(s, EB_ERR_BUSY, "too many sessions for this user");
 	else
 		session_refuse(s, EB_ERR_AUTH, "no user maps to this peer");
-}
-
-/* A handshake older than this may give its slot to a new one when all are taken: ours finish in
- * milliseconds, so only a peer that stalls on purpose (or a dead one) is that old. */
-#define HANDSHAKE_EVICT_AGE_USEC (1000000ULL)
-
-/* The limits a new peer meets before it costs a handshake. Returns NULL to admit it, or what it
- * is refused for. An unauthenticated peer can fill neither the network's session slots (its
- * handshakes are capped apart, in total and per address) nor the local socket's (counted
- * apart), and the oldest stalled handshake makes way for a new one. */
-const char *session_over_limit(struct session *s)
-{
-	struct broker *b = s->broker;
-	const struct eb_conf *conf = b->conf;
-	struct session *oldest;
-	unsigned mine;
-
-	if (b->stopping)
-		return "stopping";
-	if (s->local)
-		return b->n_local > conf->max_local_sessions ? "max-local-sessions" : NULL;
-	if (b->n_network > conf->max_sessions)
-		return "max-sessions";
-	/* s itself is not counted yet: it joins at SESSION_HANDSHAKE. */
-	mine = handshakes_from(&b->handshakes, &s->addr, s->accepted_usec);
-	if (mine >= conf->max_handshakes_per_address)
-		return "max-handshakes-per-address";
-	if (b->n_handshakes < conf->max_handshakes)
-		return NULL;
-	oldest = handshakes_oldest(&b->handshakes);
-	if (oldest && oldest->accepted_usec + HANDSHAKE_EVICT_AGE_USEC <= s->accepted_usec) {
-		log_peer(b, PEER_LOG_LIMIT, LOG_INFO,
-		         "Closing %s: its TLS handshake stalled while others wait (max-handshakes)",
-		         oldest->peer);
-		session_free(oldest);
-		return NULL;
-	}
-	/* All young: the address holding the most makes way, if it holds more than the
-	 * newcomer's would with it, so that a few addresses churning connections cannot keep
-	 * every other address out: the slots end up shared between addresses. */
-	oldest = handshakes_busiest(&b->handshakes, mine + 1);
-	if (!oldest)
-		return "max-handshakes";
-	log_peer(
-	    b, PEER_LOG_LIMIT, LOG_INFO,
-	    "Closing %s: its address holds the most TLS handshakes while others wait (max-handshakes)",
-	    oldest->peer);
-	session_free(oldest);
-	return NULL;
 }
 
 /* Whether a unix peer's uid or gid still maps to user u in conf. */
@@ -322,7 +231,7 @@ static bool unix_peer_maps_to(struct session *s, const struct eb_conf *conf,
 	return unix_peer_user(eb_conn_fd(s->conn), conf, &uc) == u;
 }
 
-void session_rebind(struct session *s, const struct eb_conf *old, const struct eb_conf *new)
+int session_rebind(struct session *s, const struct eb_conf *old, const struct eb_conf *new)
 {
 	const struct eb_user *was, *u;
 	const char *why = NULL;
@@ -330,11 +239,9 @@ void session_rebind(struct session *s, const struct eb_conf *old, const struct e
 	/* A handshake carries on: its key, if looked up already, is checked against the new
 	 * file once the handshake is done (identify_tls()), and a reload in a boot storm does not
 	 * cost every VM in mid-handshake its connection. */
-	if (s->state == SESSION_HANDSHAKE)
-		return;
-	if (s->user < 0)
-		return;
-	was = &old->users[s->user];
+	if (s->reg.state == SESSION_HANDSHAKE || s->reg.user < 0)
+		return -1;
+	was = &old->users[s->reg.user];
 	u = eb_conf_find_user(new, was->name);
 	if (!u)
 		why = "its user is gone";
@@ -344,18 +251,19 @@ void session_rebind(struct session *s, const struct eb_conf *old, const struct e
 		why = "its user's key changed";
 	else if (!eb_conn_is_tls(s->conn) && !unix_peer_maps_to(s, new, u))
 		why = "its uid and gid no longer map to its user";
-	else if (s->roles & ~u->roles)
+	else if (s->reg.roles & ~u->roles)
 		why = "a role it uses was revoked";
-	if (!why || s->state == SESSION_CLOSING) {
-		s->user = u ? (int)(u - new->users) : -1;
-		s->get.user = s->user; /* a waiting GET is paid from the same user's quota */
-		return;
+	if (!why || s->reg.state == SESSION_CLOSING) {
+		int user = u ? (int)(u - new->users) : -1;
+
+		s->get.user = user; /* a waiting GET is paid from the same user's quota */
+		return user;
 	}
 	log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
 	         "Closing %s (user %s): %s in the reloaded configuration", s->peer, was->name, why);
-	s->user = -1;
 	session_refuse(s, EB_ERR_AUTH, "access revoked by a configuration reload");
 	session_update_events(s);
+	return -1;
 }
 
 int session_handshake(struct session *s)

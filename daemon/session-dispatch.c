@@ -28,7 +28,7 @@ static void send_sleep(struct session *s)
 
 bool session_is_asleep(const struct session *s, uint64_t now)
 {
-	return (s->roles & EB_ROLE_SOURCE) && s->asleep && now < s->asleep_until_usec;
+	return (s->reg.roles & EB_ROLE_SOURCE) && s->asleep && now < s->asleep_until_usec;
 }
 
 static void handle_hello(struct session *s, const struct eb_msg_hello *h)
@@ -53,8 +53,8 @@ static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 	}
 	if (h->n_chain > 0 && chain_accept(s, h) < 0)
 		return;
-	s->roles = h->roles;
-	if (s->roles & EB_ROLE_SOURCE)
+	registry_set_roles(&s->reg, h->roles);
+	if (s->reg.roles & EB_ROLE_SOURCE)
 		eb_conn_set_bulk(s->conn);
 	snprintf(s->kind, sizeof(s->kind), "%s", h->kind);
 	s->id = ++s->broker->last_session_id;
@@ -67,29 +67,29 @@ static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 	(void)sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
 
 	m.welcome.version = EB_PROTO_VERSION;
-	m.welcome.roles = (uint8_t)s->roles;
+	m.welcome.roles = (uint8_t)s->reg.roles;
 	m.welcome.max_data = EB_DATA_MAX;
 	snprintf(m.welcome.user, sizeof(m.welcome.user), "%s", u->name);
 	(void)session_send(s, &m);
-	if (s->roles & EB_ROLE_SOURCE)
+	if (s->reg.roles & EB_ROLE_SOURCE)
 		/* The HELLO's claim is the source's word, shown to the operator; credit is decided
 		 * per PUT, under the user's cap. */
 		log_peer(s->broker, PEER_LOG_SESSION, LOG_INFO,
 		         "%s: user %s connected as %s (%s), claiming %u.%03u bits per byte",
-		         s->peer, u->name, eb_roles_to_string(s->roles, want, sizeof(want)),
+		         s->peer, u->name, eb_roles_to_string(s->reg.roles, want, sizeof(want)),
 		         s->kind[0] ? s->kind : "-", h->claim_mbits_per_byte / 1000,
 		         h->claim_mbits_per_byte % 1000);
-	else if (s->roles == EB_ROLE_ADMIN)
+	else if (s->reg.roles == EB_ROLE_ADMIN)
 		/* A status reader (eb-metrics at every scrape, eb-brokerctl) changes nothing: a
 		 * journal line each time would be thousands a day. */
 		log_debug("%s: user %s connected as admin (%s)", s->peer, u->name,
 		          s->kind[0] ? s->kind : "-");
 	else
 		log_peer(s->broker, PEER_LOG_SESSION, LOG_INFO, "%s: user %s connected as %s (%s)",
-		         s->peer, u->name, eb_roles_to_string(s->roles, want, sizeof(want)),
+		         s->peer, u->name, eb_roles_to_string(s->reg.roles, want, sizeof(want)),
 		         s->kind[0] ? s->kind : "-");
 
-	if ((s->roles & EB_ROLE_SOURCE) && s->broker->sources_asleep)
+	if ((s->reg.roles & EB_ROLE_SOURCE) && s->broker->sources_asleep)
 		send_sleep(s);
 }
 
@@ -150,7 +150,7 @@ static void handle_get(struct session *s, const struct eb_msg_get *g)
 {
 	s->get.bits = g->bits;
 	s->get.drbg = g->mode == EB_GET_DRBG;
-	s->get.user = s->user;
+	s->get.user = s->reg.user;
 	s->get.since_usec = broker_now(s->broker);
 	s->get_pending = true;
 	admin_seen(s);
@@ -233,8 +233,8 @@ void session_set_asleep(struct session *s, bool asleep)
 	struct eb_msg m = {.type = asleep ? EB_MSG_SLEEP : EB_MSG_WAKE,
 	                   .retry.retry_ms = SCHEDULER_SLEEP_MS};
 
-	if (s->state != SESSION_READY || !(s->roles & EB_ROLE_SOURCE) || s->asleep == asleep ||
-	    !session_has_room(s, EB_FRAME_HEADER_SIZE + 8))
+	if (s->reg.state != SESSION_READY || !(s->reg.roles & EB_ROLE_SOURCE) ||
+	    s->asleep == asleep || !session_has_room(s, EB_FRAME_HEADER_SIZE + 8))
 		return;
 	(void)session_send(s, &m);
 	s->asleep = asleep;
@@ -265,7 +265,7 @@ void session_handle_frame(struct session *s, const struct eb_frame *f)
 		         eb_msg_type_to_string(f->type));
 		return session_refuse(s, EB_ERR_PROTOCOL, "malformed message");
 	}
-	if (s->state == SESSION_HELLO) {
+	if (s->reg.state == SESSION_HELLO) {
 		if (m.type != EB_MSG_HELLO) {
 			log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
 			         "Closing %s (user %s): sent %s before HELLO", s->peer,
@@ -277,25 +277,26 @@ void session_handle_frame(struct session *s, const struct eb_frame *f)
 	u = session_user(s);
 	switch (m.type) {
 	case EB_MSG_PUT:
-		if (!(s->roles & EB_ROLE_SOURCE)) {
+		if (!(s->reg.roles & EB_ROLE_SOURCE)) {
 			log_peer_refused(
 			    s->broker, PEER_LOG_REFUSED, LOG_WARNING,
 			    "Refusing PUT from %s: user %s may not donate (connected as %s)",
-			    s->peer, u->name, eb_roles_to_string(s->roles, roles, sizeof(roles)));
+			    s->peer, u->name,
+			    eb_roles_to_string(s->reg.roles, roles, sizeof(roles)));
 			return session_refuse(s, EB_ERR_FORBIDDEN, "this user may not donate");
 		}
 		return handle_put(s, &m.put);
 	case EB_MSG_GET:
-		if (!(s->roles & EB_ROLE_SINK)) {
+		if (!(s->reg.roles & EB_ROLE_SINK)) {
 			log_peer_refused(
 			    s->broker, PEER_LOG_REFUSED, LOG_WARNING,
 			    "Refusing GET from %s: user %s may not draw (connected as %s)", s->peer,
-			    u->name, eb_roles_to_string(s->roles, roles, sizeof(roles)));
+			    u->name, eb_roles_to_string(s->reg.roles, roles, sizeof(roles)));
 			return session_refuse(s, EB_ERR_FORBIDDEN, "this user may not draw");
 		}
 		return handle_get(s, &m.get);
 	case EB_MSG_STATUS_REQ:
-		if (!(s->roles & EB_ROLE_ADMIN)) {
+		if (!(s->reg.roles & EB_ROLE_ADMIN)) {
 			log_peer_refused(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
 			                 "Refusing STATUS from %s: user %s is not an admin",
 			                 s->peer, u->name);
@@ -303,7 +304,7 @@ void session_handle_frame(struct session *s, const struct eb_frame *f)
 		}
 		return handle_status(s);
 	case EB_MSG_REPORT_REQ:
-		if (!(s->roles & EB_ROLE_ADMIN)) {
+		if (!(s->reg.roles & EB_ROLE_ADMIN)) {
 			log_peer_refused(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
 			                 "Refusing REPORT from %s: user %s is not an admin",
 			                 s->peer, u->name);

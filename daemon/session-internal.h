@@ -16,13 +16,13 @@
 /* Only for sessions past authentication: every state from SESSION_HELLO on has a user. */
 static inline const struct eb_user *session_user(const struct session *s)
 {
-	assert(s->user >= 0);
-	return &s->broker->conf->users[s->user];
+	assert(s->reg.user >= 0);
+	return &s->broker->conf->users[s->reg.user];
 }
 
 static inline const char *session_user_name(const struct session *s)
 {
-	return s->user >= 0 ? s->broker->conf->users[s->user].name : "(unauthenticated)";
+	return s->reg.user >= 0 ? s->broker->conf->users[s->reg.user].name : "(unauthenticated)";
 }
 
 /* session.c: buffers, state, the pump. */
@@ -30,7 +30,8 @@ bool session_has_room(const struct session *s, size_t bytes);
 /* Buffers a frame; the caller checked session_has_room(). */
 int session_send(struct session *s, const struct eb_msg *m);
 void session_send_retry(struct session *s, enum eb_msg_type type, uint32_t ms);
-/* Every change of state goes through here, so that the broker's counts follow. */
+/* Every change of state goes through here, so that the broker's counts (registry_move()) and
+ * status follow. */
 void session_set_state(struct session *s, enum session_state state);
 /* A last ERROR, then CLOSING: a waiting GET is withdrawn, the pump flushes and lingers. */
 void session_refuse(struct session *s, enum eb_error_code code, const char *text);
@@ -38,12 +39,10 @@ void session_update_events(struct session *s);
 void session_pump(struct session *s);
 
 /* session-auth.c: who the peer is, and the limits it meets. */
-/* Counts s in (+1) or out of (-1) what its state makes it: a source or sink (READY), a handshake
- * (HANDSHAKE), one of its user's sessions (HELLO, READY). */
-void session_count(struct session *s, int delta);
-void session_describe_peer(struct session *s, int fd, const char *listener);
-/* NULL to admit a new peer, or the name of the limit it is refused at. */
-const char *session_over_limit(struct session *s);
+/* Names the peer in s->peer, and its address for the per-address limits in *ret_addr (family 0
+ * when it has none). */
+void session_describe_peer(struct session *s, int fd, const char *listener,
+                           struct peer_addr *ret_addr);
 /* Maps a plain unix peer to its user by SO_PEERCRED: -EACCES for nobody, -EBUSY at the user's
  * max-sessions. */
 int session_identify_unix(struct session *s);

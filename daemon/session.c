@@ -74,7 +74,8 @@ static void buf_compact(uint8_t *buf, size_t *start, size_t *end)
  * that is awake keeps its read buffer: it streams 64 KiB PUTs, one after the other. */
 static void release_empty_buffers(struct session *s)
 {
-	bool streams = s->state == SESSION_READY && (s->roles & EB_ROLE_SOURCE) && !s->asleep;
+	bool streams =
+	    s->reg.state == SESSION_READY && (s->reg.roles & EB_ROLE_SOURCE) && !s->asleep;
 
 	if (s->rbuf && s->rstart == s->rend && !streams) {
 		free(s->rbuf);
@@ -107,7 +108,7 @@ static int read_room(struct session *s)
  * with nothing half-sent may stay idle (a source told to SLEEP, a sink between refills). */
 static void update_frame_timer(struct session *s)
 {
-	bool partial = s->state == SESSION_READY && s->rend > s->rstart && !has_whole_frame(s);
+	bool partial = s->reg.state == SESSION_READY && s->rend > s->rstart && !has_whole_frame(s);
 
 	if (partial == s->frame_started)
 		return;
@@ -130,7 +131,7 @@ void session_update_events(struct session *s)
 	if (s->in_worker)
 		return; /* handshake_done() comes back to it */
 
-	if (s->state == SESSION_CLOSING) {
+	if (s->reg.state == SESSION_CLOSING) {
 		if (s->wend > s->wstart)
 			events |= EPOLLOUT;
 		if (s->lingering)
@@ -156,7 +157,7 @@ void session_update_events(struct session *s)
 
 	/* Bytes that TLS already decrypted, or whole frames we stopped parsing for lack of
 	 * output room, do not make the fd readable again: come back for them soon. */
-	readable_buffered = s->state != SESSION_CLOSING && !s->get_pending &&
+	readable_buffered = s->reg.state != SESSION_CLOSING && !s->get_pending &&
 	                    session_has_room(s, EB_FRAME_MAX) &&
 	                    (eb_conn_pending(s->conn) || has_whole_frame(s));
 	if (readable_buffered)
@@ -198,58 +199,22 @@ int session_send(struct session *s, const struct eb_msg *m)
 	return 0;
 }
 
-/* A session that ends (refused at accept or after authentication, an ERROR either way) leaves
- * its slot at once: while it lingers it is one of the broker's closing sessions, counted apart
- * and bounded on their own (closing_trim()), so that refused peers holding their connections open
+/* Every change of state goes through here, and through registry_move(), so that the broker's
+ * counts follow: a session counts as a source or sink exactly while it is READY, and as a
+ * handshake while in HANDSHAKE, however it leaves (an ERROR either way, a reload, a timeout, the
+ * peer going). A session that ends (refused at accept or after authentication) leaves its slot
+ * at once: while it lingers it is one of the registry's closing sessions, counted apart and
+ * bounded on their own (trim_lingering()), so that refused peers holding their connections open
  * take no slot from anyone. */
-static void closing_begin(struct session *s)
-{
-	struct broker *b = s->broker;
-
-	if (s->slot) {
-		s->slot = false;
-		if (s->local)
-			b->n_local--;
-		else
-			b->n_network--;
-	}
-	if (!s->closing_listed) {
-		eb_list_append(&b->closing, &s->closing_node);
-		s->closing_listed = true;
-		b->n_closing++;
-	}
-}
-
-/* Past max-lingering the oldest closing sessions go. Only from accept (session_new()): a session
- * may end while the broker walks its sessions (a reload), and must not free others there. */
-static void closing_trim(struct broker *b)
-{
-	while (b->n_closing > b->conf->max_lingering) {
-		struct session *oldest = eb_list_first(&b->closing, struct session, closing_node);
-
-		log_peer(b, PEER_LOG_LIMIT, LOG_INFO,
-		         "Closing %s: more than %u ended sessions linger (max-lingering)",
-		         oldest->peer, b->conf->max_lingering);
-		session_free(oldest);
-	}
-}
-
-/* Every change of state goes through here, so that the broker's counts follow: a session counts
- * as a source or sink exactly while it is READY, and as a handshake while in HANDSHAKE, however
- * it leaves (an ERROR either way, a reload, a timeout, the peer going). */
 void session_set_state(struct session *s, enum session_state state)
 {
-	/* Also for a session refused at accept, which starts out CLOSING. */
-	if (state == SESSION_CLOSING)
-		closing_begin(s);
-	if (s->state == state)
+	enum session_state from = s->reg.state;
+
+	if (from == state)
 		return;
-	/* A handshake that ends otherwise stays charged to its address a while (handshakes.c). */
-	if (s->state == SESSION_HANDSHAKE && state == SESSION_HELLO)
-		s->authenticated = true;
-	session_count(s, -1);
-	s->state = state;
-	session_count(s, +1);
+	registry_move(&s->broker->registry, &s->reg, state, broker_now(s->broker));
+	if (from == SESSION_READY || state == SESSION_READY)
+		broker_mark_status(s->broker);
 	/* A downstream broker's ids leave with it: this broker's own upstream hears. */
 	if (state == SESSION_CLOSING && s->n_chain > 0)
 		upstream_path_changed(s->broker);
@@ -259,6 +224,20 @@ void session_set_state(struct session *s, enum session_state state)
 		(void)sd_event_source_set_time_relative(
 		    s->timer, (uint64_t)s->broker->conf->hello_timeout_s * 1000000ULL);
 		(void)sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
+	}
+}
+
+/* Past max-lingering the oldest closing sessions go. Only from accept (session_new()): a session
+ * may end while the broker walks its sessions (a reload), and must not free others there. */
+static void trim_lingering(struct broker *b)
+{
+	struct registry_entry *e;
+
+	while ((e = registry_lingering_excess(&b->registry, b->conf->max_lingering))) {
+		log_peer(b, PEER_LOG_LIMIT, LOG_INFO,
+		         "Closing %s: more than %u ended sessions linger (max-lingering)",
+		         session_of(e)->peer, b->conf->max_lingering);
+		session_free(session_of(e));
 	}
 }
 
@@ -322,12 +301,11 @@ void session_free(struct session *s)
 	assert(!s->ended);
 	b = s->broker;
 	broker_cancel_get(b, &s->get);
-	session_set_state(s, SESSION_CLOSING);
-	eb_list_remove(&b->closing, &s->closing_node);
-	s->closing_listed = false;
-	b->n_closing--;
-	eb_list_remove(&b->sessions, &s->node);
-	b->n_sessions--;
+	s->get_pending = false;
+	if (s->reg.state != SESSION_OUTSIDE) {
+		session_set_state(s, SESSION_CLOSING);
+		session_set_state(s, SESSION_OUTSIDE);
+	}
 	sd_event_source_disable_unref(s->io);
 	sd_event_source_disable_unref(s->defer);
 	sd_event_source_disable_unref(s->timer);
@@ -374,7 +352,7 @@ static void handshake_done(struct work *w, bool cancelled)
 		session_free(s);
 		return;
 	}
-	if (s->state != SESSION_HANDSHAKE || s->io_missed) {
+	if (s->reg.state != SESSION_HANDSHAKE || s->io_missed) {
 		s->io_missed = false;
 		session_pump(s); /* HELLO may have come with the peer's Finished */
 	} else
@@ -394,11 +372,12 @@ static void handshake_offload(struct session *s)
 	workers_submit(s->broker->workers, &s->handshake_work);
 }
 
-static int session_accept(struct broker *b, int fd, bool tls, const char *listener,
-                          struct session **ret)
+/* A session built for fd, in no state yet: counted nowhere, known to no other session. */
+static int session_build(struct broker *b, int fd, bool tls, const char *listener,
+                         struct session **ret)
 {
+	struct peer_addr addr = {};
 	struct session *s;
-	const char *limit;
 	int r;
 
 	s = calloc(1, sizeof(*s));
@@ -407,53 +386,31 @@ static int session_accept(struct broker *b, int fd, bool tls, const char *listen
 		return -ENOMEM;
 	}
 	s->broker = b;
-	s->user = -1;
-	s->state = SESSION_CLOSING; /* counted nowhere until session_set_state() below */
-	s->local = !tls;
 	s->listener = listener;
-	s->accepted_usec = broker_now(b);
-	session_describe_peer(s, fd, listener);
-	eb_list_prepend(&b->sessions, &s->node);
-	b->n_sessions++;
-	b->n_sessions_high = MAX(b->n_sessions_high, b->n_sessions);
-	s->slot = true;
-	if (s->local)
-		b->n_local++;
-	else
-		b->n_network++;
-
+	session_describe_peer(s, fd, listener, &addr);
+	registry_entry_init(&s->reg, !tls, &addr, broker_now(b));
 	r = eb_conn_new(fd, tls ? b->tls : NULL, true, false, &s->conn);
-	if (r < 0)
-		goto fail; /* fd closed by eb_conn_new() */
-	if (tls && s->addr.family == 0) {
-		/* getpeername() fails for a connection reset before it was accepted: the peer is
-		 * gone, and one without an address would meet no per-address limit (a storm of
-		 * connect, ClientHello, reset took every handshake slot so). */
-		log_debug("Closing %s: it was gone before it was accepted", s->peer);
-		session_free(s);
-		*ret = NULL;
-		return 0;
+	if (r < 0) {
+		free(s); /* fd closed by eb_conn_new() */
+		return r;
 	}
-	limit = session_over_limit(s);
-	if (limit && !s->local) {
-		/* Before the handshake nothing we could say is authenticated, and a handshake is
-		 * what the limit saves: the peer sees the connection closed, and tries later. */
-		if (b->stopping)
-			log_debug("Refusing %s: the broker is stopping", s->peer);
-		else
-			log_peer_refused(b, PEER_LOG_LIMIT, LOG_WARNING, "Refusing %s: %s reached",
-			                 s->peer, limit);
-		session_free(s);
-		*ret = NULL;
-		return 0;
-	}
+	*ret = s;
+	return 0;
+}
+
+/* Its event sources: the socket, the pump's defer, the HELLO timer and the frame timer. */
+static int session_add_events(struct session *s)
+{
+	struct broker *b = s->broker;
+	int r;
+
 	s->io_events = EPOLLIN | EPOLLET;
-	r = sd_event_add_io(b->event, &s->io, fd, s->io_events, on_io, s);
+	r = sd_event_add_io(b->event, &s->io, eb_conn_fd(s->conn), s->io_events, on_io, s);
 	if (r < 0)
-		goto fail;
+		return r;
 	r = sd_event_add_defer(b->event, &s->defer, on_defer, s);
 	if (r < 0)
-		goto fail;
+		return r;
 	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_OFF);
 	/* 10 ms, not sd-event's default 250 ms of slack: this timer also ends a GET's wait for
 	 * the pool, and docs/protocol.md promises EMPTY after about 250 ms, not up to 500. */
@@ -461,26 +418,92 @@ static int session_accept(struct broker *b, int fd, bool tls, const char *listen
 	                               (uint64_t)b->conf->hello_timeout_s * 1000000ULL,
 	                               10 * 1000ULL, on_timer, s);
 	if (r < 0)
-		goto fail;
+		return r;
 	r = sd_event_add_time_relative(b->event, &s->frame_timer, CLOCK_MONOTONIC, 0, 0,
 	                               on_frame_timer, s);
 	if (r < 0)
-		goto fail;
+		return r;
 	(void)sd_event_source_set_enabled(s->frame_timer, SD_EVENT_OFF);
+	return 0;
+}
 
-	if (limit) {
-		/* A local peer is told, in the protocol it speaks from the first byte. */
-		if (b->stopping)
-			session_refuse(s, EB_ERR_SHUTDOWN, "broker stopping");
-		else {
-			log_peer_refused(b, PEER_LOG_LIMIT, LOG_WARNING, "Refusing %s: %s reached",
-			                 s->peer, limit);
-			session_refuse(s, EB_ERR_BUSY, "too many sessions");
-		}
-		session_pump(s);
-		*ret = NULL;
+/* A peer refused at accept: a local one is told, in the protocol it speaks from the first byte,
+ * and lingers among the closing; a network one sees its connection closed before the handshake
+ * (nothing we could say there is authenticated, and a handshake is what the limit saves). */
+static void refuse_at_accept(struct session *s, const char *limit)
+{
+	struct broker *b = s->broker;
+
+	if (b->stopping)
+		log_debug("Refusing %s: the broker is stopping", s->peer);
+	else
+		log_peer_refused(b, PEER_LOG_LIMIT, LOG_WARNING, "Refusing %s: %s reached", s->peer,
+		                 limit);
+	if (!s->reg.local) {
+		session_free(s);
+		return;
+	}
+	if (b->stopping)
+		session_refuse(s, EB_ERR_SHUTDOWN, "broker stopping");
+	else
+		session_refuse(s, EB_ERR_BUSY, "too many sessions");
+	session_pump(s);
+}
+
+static void make_way(struct broker *b, struct session *victim)
+{
+	log_peer(
+	    b, PEER_LOG_LIMIT, LOG_INFO,
+	    victim->reg.hs.accepted_usec + HANDSHAKE_EVICT_AGE_USEC <= broker_now(b)
+		? "Closing %s: its TLS handshake stalled while others wait (max-handshakes)"
+		: "Closing %s: its address holds the most TLS handshakes while others wait (max-handshakes)",
+	    victim->peer);
+	session_free(victim);
+}
+
+/* Builds the session, then asks the registry whether it may join; only then is it counted. */
+static int session_accept(struct broker *b, int fd, bool tls, const char *listener,
+                          struct session **ret)
+{
+	const struct registry_limits limits = {
+	    .max_sessions = b->conf->max_sessions,
+	    .max_local_sessions = b->conf->max_local_sessions,
+	    .max_handshakes = b->conf->max_handshakes,
+	    .max_handshakes_per_address = b->conf->max_handshakes_per_address,
+	};
+	struct registry_entry *evict = NULL;
+	struct session *s;
+	const char *limit;
+	int r;
+
+	*ret = NULL;
+	r = session_build(b, fd, tls, listener, &s);
+	if (r < 0)
+		return r;
+	if (tls && s->reg.hs.addr.family == 0) {
+		/* getpeername() fails for a connection reset before it was accepted: the peer is
+		 * gone, and one without an address would meet no per-address limit (a storm of
+		 * connect, ClientHello, reset took every handshake slot so). */
+		log_debug("Closing %s: it was gone before it was accepted", s->peer);
+		session_free(s);
 		return 0;
 	}
+	limit = b->stopping ? "stopping" : registry_admit(&b->registry, &limits, &s->reg, &evict);
+	if (limit && !s->reg.local) {
+		refuse_at_accept(s, limit);
+		return 0;
+	}
+	r = session_add_events(s);
+	if (r < 0) {
+		session_free(s);
+		return r;
+	}
+	if (limit) {
+		refuse_at_accept(s, limit);
+		return 0;
+	}
+	if (evict)
+		make_way(b, session_of(evict));
 	if (tls)
 		session_set_state(s, SESSION_HANDSHAKE);
 	else {
@@ -489,16 +512,12 @@ static int session_accept(struct broker *b, int fd, bool tls, const char *listen
 		if (r < 0) {
 			session_refuse_identity(s, r);
 			session_pump(s);
-			*ret = NULL;
 			return 0;
 		}
 	}
 	log_debug("Accepted %s", s->peer);
 	*ret = s;
 	return 0;
-fail:
-	session_free(s);
-	return r;
 }
 
 int session_new(struct broker *b, int fd, bool tls, const char *listener, struct session **ret)
@@ -507,7 +526,7 @@ int session_new(struct broker *b, int fd, bool tls, const char *listener, struct
 
 	/* The session just made, if it was refused, is the newest closing one: never the oldest,
 	 * since max-lingering is at least 1. */
-	closing_trim(b);
+	trim_lingering(b);
 	return r;
 }
 
@@ -515,7 +534,7 @@ void session_goodbye(struct session *s)
 {
 	struct eb_msg m = {.type = EB_MSG_ERROR, .error.code = EB_ERR_SHUTDOWN};
 
-	if (s->state != SESSION_READY || !session_has_room(s, EB_FRAME_HEADER_SIZE + 64))
+	if (s->reg.state != SESSION_READY || !session_has_room(s, EB_FRAME_HEADER_SIZE + 64))
 		return;
 	snprintf(m.error.text, sizeof(m.error.text), "broker stopping");
 	(void)session_send(s, &m);
@@ -529,7 +548,7 @@ static bool process_frames(struct session *s)
 {
 	bool progress = false;
 
-	while (s->state == SESSION_HELLO || s->state == SESSION_READY) {
+	while (s->reg.state == SESSION_HELLO || s->reg.state == SESSION_READY) {
 		struct eb_frame f;
 		size_t size;
 		int r;
@@ -643,7 +662,7 @@ void session_pump(struct session *s)
 		int r;
 
 		more = false;
-		if (s->state == SESSION_HANDSHAKE) {
+		if (s->reg.state == SESSION_HANDSHAKE) {
 			if (s->broker->workers) {
 				handshake_offload(s);
 				return;
@@ -651,16 +670,16 @@ void session_pump(struct session *s)
 			r = session_handshake(s);
 			if (r < 0)
 				goto close;
-			if (s->state == SESSION_HANDSHAKE)
+			if (s->reg.state == SESSION_HANDSHAKE)
 				break;
 		}
 		r = session_flush(s);
 		if (r < 0) {
-			if (s->state != SESSION_CLOSING)
+			if (s->reg.state != SESSION_CLOSING)
 				log_gone(s, r);
 			goto close;
 		}
-		if (s->state == SESSION_CLOSING) {
+		if (s->reg.state == SESSION_CLOSING) {
 			if (s->wend > s->wstart)
 				break;
 			if (linger(s))
@@ -745,9 +764,9 @@ static int on_timer(sd_event_source *src, uint64_t usec, void *userdata)
 	struct session *s = userdata;
 
 	(void)src, (void)usec;
-	if (s->state == SESSION_READY)
+	if (s->reg.state == SESSION_READY)
 		return 0; /* HELLO came in time; a GET's wait is the broker's queue timer */
-	if (s->state == SESSION_CLOSING) {
+	if (s->reg.state == SESSION_CLOSING) {
 		log_debug("Closing %s: it did not take its last message in time", s->peer);
 		session_free(s);
 		return 0;

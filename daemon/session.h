@@ -11,6 +11,7 @@
 
 #include "list.h"
 #include "proto.h"
+#include "registry.h"
 #include "scheduler.h"
 #include "workers.h"
 
@@ -26,28 +27,11 @@ struct eb_conf;
  * waits (a sink between refills, a source told to SLEEP) holds a few hundred bytes, not 150 KiB. */
 #define SESSION_BUF_SMALL 1024
 
-enum session_state {
-	SESSION_HANDSHAKE, /* TLS in progress */
-	SESSION_HELLO,     /* waiting for HELLO */
-	SESSION_READY,
-	SESSION_CLOSING, /* flushing a last ERROR, then closed */
-	_SESSION_STATE_MAX,
-	_SESSION_STATE_INVALID = -22,
-};
-
-/* Where a network peer comes from, for the per-address limit on handshakes: an IPv4 address, an
- * IPv6 /64 (one subscriber's usual share), a vsock CID, or the pid of a unix+tls peer. */
-struct peer_addr {
-	int family; /* AF_INET, AF_INET6, AF_VSOCK, AF_UNIX; 0 when unknown */
-	uint8_t bytes[8];
-};
-
+/* Every field is the session's (session*.c) and the loop's, but reg, which the registry writes
+ * (its state, user, roles and address: registry.h), and handshake_work while in_worker. */
 struct session {
 	struct broker *broker;
-	struct eb_list_node node;           /* in broker->sessions */
-	struct eb_list_node handshake_node; /* in broker->handshakes while in HANDSHAKE */
-	bool addr_counted;                  /* its address counts towards a per-address limit */
-	bool authenticated; /* its handshake succeeded (it left HANDSHAKE for HELLO) */
+	struct registry_entry reg;
 	/* A handshake step on a worker thread (broker->workers): until it comes back the
 	 * connection is the worker's, and the loop neither reads it nor frees it. A session
 	 * ended meanwhile (a timeout, make-way, shutdown) is counted out at once; its step is
@@ -62,22 +46,12 @@ struct session {
 
 	struct eb_conn *conn;
 	sd_event_source *io, *defer, *timer, *frame_timer;
-	uint32_t io_events; /* what s->io was last set to watch */
-	enum session_state state;
-	bool local;         /* plain unix, no TLS: counted apart from network sessions */
-	bool frame_started; /* frame_timer runs for the partial frame at rbuf's head */
-	bool lingering;     /* CLOSING: our side is shut, what the peer still sends is dropped */
-	size_t lingered;    /* bytes dropped so far, up to SESSION_LINGER_BYTES */
-	/* A session holds a slot (broker->n_local or n_network) from accept until it is CLOSING;
-	 * then it is one of broker->closing, counted apart (max-lingering), oldest first. */
-	bool slot, closing_listed;
-	struct eb_list_node closing_node;
-	struct peer_addr addr;
-	uint64_t accepted_usec;
+	uint32_t io_events;   /* what s->io was last set to watch */
+	bool frame_started;   /* frame_timer runs for the partial frame at rbuf's head */
+	bool lingering;       /* CLOSING: our side is shut, what the peer still sends is dropped */
+	size_t lingered;      /* bytes dropped so far, up to SESSION_LINGER_BYTES */
 	char peer[128];       /* "tcp [::1]:40000", "unix pid=12 uid=1000" */
 	const char *listener; /* the listener's name */
-	int user;             /* index into conf->users, -1 before it is known */
-	unsigned roles;       /* granted at HELLO */
 	char kind[EB_KIND_MAX + 1];
 	/* A broker drawing from this one: the ids its HELLO carried (chain.c). */
 	uint8_t n_chain;
@@ -124,6 +98,11 @@ static inline struct session *session_from_get(struct sched_request *r)
 	return (struct session *)((char *)r - offsetof(struct session, get));
 }
 
+static inline struct session *session_of(const struct registry_entry *e)
+{
+	return (struct session *)((char *)e - offsetof(struct session, reg));
+}
+
 /* What the broker tells a session; each only buffers frames and schedules the session's own
  * pump, so none of them runs a peer's handler or frees a session. */
 /* Answers the pending GET: d is DATA (data holds d->bytes), QUOTA or EMPTY. */
@@ -137,8 +116,9 @@ bool session_is_asleep(const struct session *s, uint64_t now);
 /* The broker stops: an ERROR to a ready peer, written at once, and close_notify. */
 void session_goodbye(struct session *s);
 
-/* After a configuration reload (the broker's conf is already new): binds the session to its
- * user in new, or sends it an ERROR and closes it when that user is gone, lost a role the
- * session uses, has another key (TLS) or no longer matches the peer's uid/gid (unix). A TLS
- * handshake still in progress carries on, and is judged by the new file when it is done. */
-void session_rebind(struct session *s, const struct eb_conf *old, const struct eb_conf *new);
+/* A configuration reload, for registry_rebind() (the broker's conf is already new): returns the
+ * index in new of the session's user, or -1 having sent it an ERROR and closed it when that user
+ * is gone, lost a role the session uses, has another key (TLS) or no longer matches the peer's
+ * uid/gid (unix). A TLS handshake still in progress carries on, and is judged by the new file
+ * when it is done (-1: no user yet). Frees nothing. */
+int session_rebind(struct session *s, const struct eb_conf *old, const struct eb_conf *new);

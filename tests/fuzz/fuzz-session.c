@@ -247,27 +247,36 @@ static void check_clock_seam(void)
 
 static void check_broker(const struct broker *b)
 {
-	const struct session *s;
-	unsigned n = 0, hs = 0, per_user[64] = {0};
+	const struct registry *reg = &b->registry;
+	const struct registry_entry *e;
+	unsigned n = 0, hs = 0, closing = 0, slots[2] = {0}, per_user[64] = {0};
 
-	eb_list_foreach(s, &b->sessions, node) {
-		check(n < b->n_sessions);
-		hs += s->state == SESSION_HANDSHAKE;
-		check(s->state == SESSION_HANDSHAKE || !s->addr_counted);
-		if (s->user >= 0 && s->user < 64 &&
-		    (s->state == SESSION_HELLO || s->state == SESSION_READY))
-			per_user[s->user]++;
+	eb_list_foreach(e, &reg->sessions, node) {
+		const struct session *s = session_of(e);
+
+		check(n < reg->n_sessions);
+		check(e->state != SESSION_OUTSIDE);
+		hs += e->state == SESSION_HANDSHAKE;
+		closing += e->state == SESSION_CLOSING;
+		if (e->state != SESSION_CLOSING)
+			slots[e->local]++;
+		check(e->state == SESSION_HANDSHAKE || !e->hs.addr_counted);
+		if (e->user >= 0 && e->user < 64 &&
+		    (e->state == SESSION_HELLO || e->state == SESSION_READY))
+			per_user[e->user]++;
 		check(s->broker == b);
 		check(s->rstart <= s->rend && s->rend <= SESSION_RBUF_SIZE);
 		check(s->wstart <= s->wend && s->wend <= SESSION_WBUF_SIZE);
 		check(s->rend <= s->rcap && s->wend <= s->wcap);
 		n++;
 	}
-	check(n == b->n_sessions);
-	check(hs == b->n_handshakes);
+	check(n == reg->n_sessions);
+	check(hs == reg->n_handshakes);
+	check(closing == reg->n_closing);
+	check(slots[0] == reg->n_network && slots[1] == reg->n_local);
 	for (unsigned u = 0; u < b->conf->n_users && u < 64; u++)
-		check(per_user[u] == b->user_sessions[u]);
-	check(b->n_sources <= n && b->n_sinks <= n);
+		check(per_user[u] == reg->user_sessions[u]);
+	check(reg->n_sources <= n && reg->n_sinks <= n);
 }
 
 static void peer_close(struct peer *p)
@@ -486,15 +495,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		peer_close(&peers[i]);
 	}
 	/* A peer that is gone is noticed at once; give timers a chance too, then insist. */
-	for (unsigned i = 0; i < 64 && b->n_sessions > 0; i++) {
+	for (unsigned i = 0; i < 64 && b->registry.n_sessions > 0; i++) {
 		run(b, 16);
 		if (i >= 8)
 			clock_offset_usec += 1000000;
 	}
-	if (b->n_sessions > 0)
-		fprintf(stderr, "%u session(s) outlived their peers\n", b->n_sessions);
-	check(b->n_sessions == 0);
-	check(b->n_sources == 0 && b->n_sinks == 0);
+	if (b->registry.n_sessions > 0)
+		fprintf(stderr, "%u session(s) outlived their peers\n", b->registry.n_sessions);
+	check(b->registry.n_sessions == 0);
+	check(b->registry.n_sources == 0 && b->registry.n_sinks == 0);
 
 	b = broker_free(b);
 	check(pthread_sigmask(SIG_SETMASK, &saved, NULL) == 0);
