@@ -18,6 +18,7 @@
 #include "chain.h"
 #include "client.h"
 #include "health.h"
+#include "history.h"
 #include "log.h"
 #include "macro.h"
 #include "pool.h"
@@ -171,6 +172,13 @@ static void take_data(struct upstream *u, const struct up_note *h, const uint8_t
 	}
 	u->bits_in += credited;
 	u->bytes_in += h->len;
+	/* In the history the draw is a source like the REPORT's upstream row: its user, kind
+	 * "upstream". */
+	history_count(u->b->history, HISTORY_SOURCE,
+	              u->b->conf->upstream.user && u->b->conf->upstream.user[0]
+	                  ? u->b->conf->upstream.user
+	                  : "(by uid)",
+	              "upstream", credited, broker_now(u->b));
 	log_debug("Upstream: %" PRIu32 " bytes carrying %" PRIu32 " bits, %" PRIu64 " credited",
 	          h->len, h->bits, credited);
 }

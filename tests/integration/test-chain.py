@@ -7,6 +7,7 @@ downstream credits is one the upstream handed out as full entropy: the downstrea
 equal the upstream's bits out, exactly, less the first 1024 bytes, which its health tests take
 as their start-up test. Then two brokers configured to draw from each other
 (A -> B -> A): the cycle is refused, with one clear line, and no bit goes round."""
+import json
 import os
 import signal
 import time
@@ -90,6 +91,15 @@ draw-bits = {DRAW_BITS}
               f"test's {STARTUP_BITS}")
         check(ds["bits_out"] == 8 * n, f"the downstream's sink got {8 * n} bits")
         check(ds["bits_out"] <= in1, "the downstream handed out no more than it credited")
+        # The history names the draw as a source, as the sessions table does: every bit the
+        # downstream credited came through it.
+        def upstream_row():
+            p = run([prog("eb-brokerctl"), "-b", down.tcp, "-u", "admin", "-k",
+                     down.keys["admin"], "history", "--json"], check=True)
+            rows = [r for r in json.loads(p.stdout)["sources"]
+                    if r["user"] == "edge" and r["kind"] == "upstream"]
+            return rows and rows[0]["day_bits"] == down.status()["bits_in"] and rows[0]
+        wait_for("the upstream's draw in the history's sources", upstream_row)
 
         # A reload keeps the upstream client made at start, and says so.
         with open(down.conf) as f:
