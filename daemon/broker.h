@@ -2,6 +2,7 @@
 /* The broker: one sd-event loop that owns the pool, the listeners and every session. */
 #pragma once
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -31,7 +32,7 @@ enum pool_zone {
 	POOL_HIGH, /* at or above high water: sources are told to sleep */
 	POOL_FULL, /* at capacity */
 	_POOL_ZONE_MAX,
-	_POOL_ZONE_INVALID = -22,
+	_POOL_ZONE_INVALID = -EINVAL,
 };
 
 /* Log lines a peer can cause, each kind rate-limited on its own (see broker_log_allowed()). */
@@ -43,7 +44,7 @@ enum peer_log {
 	PEER_LOG_SESSION,   /* authenticated peers coming and going */
 	PEER_LOG_RECORDS,   /* TLS peers past a limit on records: tiny records, KeyUpdate floods */
 	_PEER_LOG_MAX,
-	_PEER_LOG_INVALID = -22,
+	_PEER_LOG_INVALID = -EINVAL,
 };
 
 /* At most this many lines of one kind per window; then one line says how many were held back. */

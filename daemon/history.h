@@ -4,6 +4,7 @@
  * brings the clock and the counters, so a test drives it tick by tick. */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,7 +26,7 @@ enum history_dir {
 	HISTORY_SOURCE,
 	HISTORY_SINK,
 	_HISTORY_DIR_MAX,
-	_HISTORY_DIR_INVALID = -22,
+	_HISTORY_DIR_INVALID = -EINVAL,
 };
 
 /* interval_ms is what a hour sample spans (EB_HISTORY_FINE_MS but under a test's interval);

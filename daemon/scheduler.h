@@ -4,6 +4,7 @@
  * (struct sched_view) and acts on what comes back (struct sched_decision). */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -91,7 +92,7 @@ enum sched_verdict {
 	SCHED_WAIT,  /* the pool is short: keep waiting */
 	SCHED_EMPTY, /* the wait is over and the pool still short: EMPTY, retry after retry_ms */
 	_SCHED_VERDICT_MAX,
-	_SCHED_VERDICT_INVALID = -22,
+	_SCHED_VERDICT_INVALID = -EINVAL,
 };
 
 struct sched_decision {

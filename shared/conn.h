@@ -2,6 +2,7 @@
 /* A byte stream to a peer: a plain socket (AF_UNIX) or TLS over a socket. */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,7 +22,7 @@ enum eb_conn_failure {
 	EB_CONN_FAIL_RECORDS,      /* past EB_CONN_HANDSHAKE_RECORDS_MAX records in it */
 	EB_CONN_FAIL_POST,         /* past EB_CONN_POST_HANDSHAKE_MAX messages after it */
 	_EB_CONN_FAILURE_MAX,
-	_EB_CONN_FAILURE_INVALID = -22,
+	_EB_CONN_FAILURE_INVALID = -EINVAL,
 };
 
 /* What a server takes from a TLS peer (docs/protocol.md 1.1): records before its handshake is

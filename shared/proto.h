@@ -2,6 +2,7 @@
 /* The wire protocol: typed, length-prefixed, big-endian frames and their messages. */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -47,7 +48,7 @@ enum eb_msg_type {
 	EB_MSG_REPORT_REQ = 14, /* admin -> broker: a page of a table (report.h) */
 	EB_MSG_REPORT = 15,     /* broker -> admin: the page's rows */
 	_EB_MSG_MAX,
-	_EB_MSG_INVALID = -22, /* -EINVAL */
+	_EB_MSG_INVALID = -EINVAL,
 };
 
 enum eb_role {
@@ -61,7 +62,7 @@ enum eb_get_mode {
 	EB_GET_FULL = 0, /* full-entropy output (SP 800-90C RBG3), debits the pool */
 	EB_GET_DRBG = 1, /* DRBG output, does not debit the pool beyond its seed */
 	_EB_GET_MODE_MAX,
-	_EB_GET_MODE_INVALID = -22,
+	_EB_GET_MODE_INVALID = -EINVAL,
 };
 
 enum eb_error_code {
@@ -74,7 +75,7 @@ enum eb_error_code {
 	EB_ERR_SHUTDOWN = 7,  /* the broker is stopping */
 	EB_ERR_BUSY = 8,      /* a session limit is reached; try again later or another broker */
 	_EB_ERR_MAX,
-	_EB_ERR_INVALID = -22,
+	_EB_ERR_INVALID = -EINVAL,
 };
 
 /* A frame as it sits in a receive buffer; payload points into that buffer. */

@@ -2,6 +2,7 @@
 /* The admin's report: the rows of REPORT frames, one per session or per user, paged by id. */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,7 +14,7 @@ enum eb_report_table {
 	EB_REPORT_USERS = 2,    /* configured users, connected or not */
 	EB_REPORT_HISTORY = 3,  /* the broker's history: samples and per-source/sink totals */
 	_EB_REPORT_TABLE_MAX,
-	_EB_REPORT_TABLE_INVALID = -22,
+	_EB_REPORT_TABLE_INVALID = -EINVAL,
 };
 
 /* What the broker can tell of a source from the data it sends; it never sees the source's own
@@ -26,7 +27,7 @@ enum eb_source_health {
 	EB_SOURCE_STUCK = 4, /* the latest PUT repeated itself: the broker's test withheld credit */
 	EB_SOURCE_SILENT = 5, /* awake, but no PUT for EB_SOURCE_SILENT_MS */
 	_EB_SOURCE_HEALTH_MAX,
-	_EB_SOURCE_HEALTH_INVALID = -22,
+	_EB_SOURCE_HEALTH_INVALID = -EINVAL,
 };
 
 /* A source that has been awake this long without a PUT is silent: a source whose own health
@@ -153,7 +154,7 @@ enum eb_history_kind {
 	EB_HISTORY_SOURCE = 3, /* the totals of one source (user and kind), or of the others */
 	EB_HISTORY_SINK = 4,   /* the same for a sink */
 	_EB_HISTORY_KIND_MAX,
-	_EB_HISTORY_KIND_INVALID = -22,
+	_EB_HISTORY_KIND_INVALID = -EINVAL,
 };
 
 #define EB_HISTORY_FINE_MS   10000u

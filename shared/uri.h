@@ -3,6 +3,7 @@
  * virtio:NAME. */
 #pragma once
 
+#include <errno.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -14,7 +15,7 @@ enum eb_uri_kind {
 	EB_URI_UNIX_TLS, /* a unix socket that carries TLS, for VMM-proxied vsock */
 	EB_URI_VIRTIO,   /* a guest's virtio-serial port, /dev/virtio-ports/NAME, carrying TLS */
 	_EB_URI_KIND_MAX,
-	_EB_URI_KIND_INVALID = -22,
+	_EB_URI_KIND_INVALID = -EINVAL,
 };
 
 /* Where udev links a virtio-serial port by the name the host gave it (50-udev-default.rules):

@@ -2,6 +2,7 @@
 /* The EGD protocol's requests, parsed from a client's bytes without ever reading past them. */
 #pragma once
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,7 +18,7 @@ enum egd_cmd {
 	EGD_CMD_WRITE = 0x03,      /* u16 BE bits, u8 n, n bytes; no reply */
 	EGD_CMD_PID = 0x04,        /* reply: u8 len, ASCII pid */
 	_EGD_CMD_MAX,
-	_EGD_CMD_INVALID = -22,
+	_EGD_CMD_INVALID = -EINVAL,
 };
 
 struct egd_request {

@@ -2,6 +2,7 @@
 /* The kernel's RNG through /dev/random's ioctls, each in a small function a test can double. */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -31,7 +32,7 @@ enum eb_kernel_followup {
 	 * them in at its own next reseed. Nothing asked. */
 	EB_KERNEL_FOLLOWUP_SCHEDULED,
 	_EB_KERNEL_FOLLOWUP_MAX,
-	_EB_KERNEL_FOLLOWUP_INVALID = -22,
+	_EB_KERNEL_FOLLOWUP_INVALID = -EINVAL,
 };
 
 /* Does what a seed needs after crediting (above): RNDRESEEDCRNG exactly when ready_before and
