@@ -16,6 +16,7 @@
 #include "macro.h"
 #include "report.h"
 #include "sigpipe.h"
+#include "srv.h"
 #include "time-util.h"
 #include "tls.h"
 #include "uri.h"
@@ -34,6 +35,11 @@ struct eb_client {
 	char uri_text[EB_CLIENT_BROKERS_MAX][300];
 	unsigned n_uris;
 	int current; /* index of the broker in use or last tried; -1 before the first */
+	/* A srv: address's targets (srv.h), NULL for the others; the target in use or last tried,
+	 * as a tcp: address, and the text naming it ("srv:NAME (HOST:PORT)"). */
+	struct eb_srv *srv[EB_CLIENT_BROKERS_MAX];
+	struct eb_uri target;
+	char current_text[300];
 	char user[EB_KIND_MAX + 1];
 	char kind[EB_KIND_MAX + 1];
 	unsigned roles;
@@ -109,9 +115,18 @@ int eb_client_new(const struct eb_client_options *o, struct eb_client **ret, cha
 		r = eb_uri_parse(o->brokers[i], &c->uris[i]);
 		if (r < 0) {
 			*ret_error = strdup_printf(
-			    "Invalid broker address \"%s\": expected tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH, vsock://CID[:PORT] or virtio:NAME",
+			    "Invalid broker address \"%s\": expected tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH, vsock://CID[:PORT], virtio:NAME or srv:NAME",
 			    o->brokers[i]);
 			return r;
+		}
+		if (c->uris[i].kind == EB_URI_SRV) {
+			r = eb_srv_new(c->uris[i].host, &c->srv[i]);
+			if (r < 0) {
+				*ret_error = strdup_printf(
+				    "Invalid broker address \"%s\": srv:NAME needs a DNS name",
+				    o->brokers[i]);
+				return r;
+			}
 		}
 		snprintf(c->uri_text[i], sizeof(c->uri_text[i]), "%s", o->brokers[i]);
 		if (eb_uri_is_tls(&c->uris[i]))
@@ -203,6 +218,8 @@ struct eb_client *eb_client_free(struct eb_client *c)
 	if (!c)
 		return NULL;
 	eb_client_disconnect(c);
+	for (unsigned i = 0; i < c->n_uris; i++)
+		eb_srv_free(c->srv[i]);
 	eb_tls_free(c->tls);
 	explicit_bzero(c->buf, sizeof(c->buf));
 	free(c);
@@ -253,8 +270,10 @@ static int broker_error(struct eb_client *c, const struct eb_msg_error *e)
 {
 	int r = e->code > 0 && e->code < _EB_ERR_MAX ? error_errno[e->code] : 0;
 
-	snprintf(c->last_error, sizeof(c->last_error), "broker %s: %s (%s)",
-	         c->uri_text[c->current], e->text, eb_error_code_to_string(e->code));
+	/* Cut short if it must be: the broker's name and text can fill it alone. */
+	if (snprintf(c->last_error, sizeof(c->last_error), "broker %s: %s (%s)", c->current_text,
+	             e->text, eb_error_code_to_string(e->code)) < 0)
+		c->last_error[0] = '\0';
 	eb_client_disconnect(c);
 	return r < 0 ? r : -EPROTO;
 }
@@ -371,15 +390,15 @@ static const char *tls_reason(const struct eb_conn *conn)
 
 /* A failed connection attempt's reason, for eb_client_last_error(), naming the broker unless the
  * reason does already. */
-static int connect_failed(struct eb_client *c, unsigned i, int r)
+static int connect_failed(struct eb_client *c, const char *name, int r)
 {
 	char reason[sizeof(c->last_error)];
 
-	if (!strstr(c->last_error, c->uri_text[i])) {
+	if (!strstr(c->last_error, name)) {
 		int n;
 
 		snprintf(reason, sizeof(reason), "%s", c->last_error);
-		n = snprintf(c->last_error, sizeof(c->last_error), "%s: ", c->uri_text[i]);
+		n = snprintf(c->last_error, sizeof(c->last_error), "%s: ", name);
 		if (n > 0 && (size_t)n < sizeof(c->last_error)) {
 			size_t len = strnlen(reason, sizeof(c->last_error) - (size_t)n - 1);
 
@@ -391,7 +410,8 @@ static int connect_failed(struct eb_client *c, unsigned i, int r)
 	return r;
 }
 
-static int connect_one(struct eb_client *c, unsigned i)
+/* Connects to uri, broker i of the list or one of its SRV targets, named name in errors. */
+static int connect_one(struct eb_client *c, unsigned i, const struct eb_uri *uri, const char *name)
 {
 	struct eb_msg m = {.type = EB_MSG_HELLO};
 	struct eb_sigpipe_guard g;
@@ -399,25 +419,31 @@ static int connect_one(struct eb_client *c, unsigned i)
 	int fd, r;
 
 	c->current = (int)i;
-	r = eb_uri_connect(&c->uris[i], op_timeout(c), &fd);
+	snprintf(c->current_text, sizeof(c->current_text), "%s", name);
+	r = eb_uri_connect(uri, op_timeout(c), &fd);
 	if (r == -EADDRNOTAVAIL && (why = eb_uri_resolve_error())) {
-		snprintf(c->last_error, sizeof(c->last_error), "cannot resolve %s: %s",
-		         c->uris[i].host, why);
+		if (c->srv[i])
+			snprintf(c->last_error, sizeof(c->last_error),
+			         "%s: cannot resolve its target %s: %s", c->uri_text[i], uri->host,
+			         why);
+		else
+			snprintf(c->last_error, sizeof(c->last_error), "cannot resolve %s: %s",
+			         uri->host, why);
 		return r;
 	}
 	if (r < 0) {
-		snprintf(c->last_error, sizeof(c->last_error), "cannot connect to %s: %s",
-		         c->uri_text[i], strerror(-r));
+		snprintf(c->last_error, sizeof(c->last_error), "cannot connect to %s: %s", name,
+		         strerror(-r));
 		return r;
 	}
 	/* Non-blocking, so that eb_conn_read_full() and eb_conn_write_full() wait in poll() with
 	 * their timeout: on a blocking socket a broker that stops answering would hang us. */
-	r = eb_conn_new(fd, eb_uri_is_tls(&c->uris[i]) ? c->tls : NULL, false, true, &c->conn);
+	r = eb_conn_new(fd, eb_uri_is_tls(uri) ? c->tls : NULL, false, true, &c->conn);
 	if (r >= 0)
 		eb_conn_set_cancel(c->conn, c->cancel_fd, c->cancel_events);
 	if (r < 0) {
 		snprintf(c->last_error, sizeof(c->last_error),
-		         "cannot set up a connection to %s: %s", c->uri_text[i], strerror(-r));
+		         "cannot set up a connection to %s: %s", name, strerror(-r));
 		return r;
 	}
 	m.hello.version = EB_PROTO_VERSION;
@@ -432,11 +458,11 @@ static int connect_one(struct eb_client *c, unsigned i)
 	eb_sigpipe_block(&g);
 	r = eb_conn_write_full(c->conn, NULL, 0, op_timeout(c));
 	eb_sigpipe_restore(&g);
-	if (r < 0 && eb_uri_is_tls(&c->uris[i]) && eb_conn_failure(c->conn) == EB_CONN_FAIL_EOF) {
+	if (r < 0 && eb_uri_is_tls(uri) && eb_conn_failure(c->conn) == EB_CONN_FAIL_EOF) {
 		snprintf(
 		    c->last_error, sizeof(c->last_error),
 		    "%s closed the connection before the TLS handshake finished (busy, or at a connection limit?)",
-		    c->uri_text[i]);
+		    name);
 		eb_client_disconnect(c);
 		return -ECONNREFUSED;
 	}
@@ -445,15 +471,15 @@ static int connect_one(struct eb_client *c, unsigned i)
 	 * trying again, since the address may be the one about to be fixed. */
 	if (r < 0 && eb_conn_failure(c->conn) == EB_CONN_FAIL_NOT_TLS) {
 		snprintf(c->last_error, sizeof(c->last_error),
-		         "not an entropy broker at %s (its answer to the TLS handshake: %s)",
-		         c->uri_text[i], tls_reason(c->conn));
-		return connect_failed(c, i, -EPROTO);
+		         "not an entropy broker at %s (its answer to the TLS handshake: %s)", name,
+		         tls_reason(c->conn));
+		return connect_failed(c, name, -EPROTO);
 	}
 	if (r == -ETIMEDOUT) {
 		snprintf(c->last_error, sizeof(c->last_error),
 		         "%s did not finish the TLS handshake in time (an entropy broker there?)",
-		         c->uri_text[i]);
-		return connect_failed(c, i, r);
+		         name);
+		return connect_failed(c, name, r);
 	}
 	if (r < 0)
 		(void)fail(c, r, NULL);
@@ -464,37 +490,92 @@ static int connect_one(struct eb_client *c, unsigned i)
 			snprintf(
 			    c->last_error, sizeof(c->last_error),
 			    "TLS handshake with %s failed: the broker refused user \"%s\" or its key",
-			    c->uri_text[i], c->user);
+			    name, c->user);
 		r = r == -ECONNRESET || r == -EPIPE || r == -EPROTO ? -EACCES : r;
-		return connect_failed(c, i, r);
+		return connect_failed(c, name, r);
 	}
 	r = read_answer(c, op_timeout(c), &m);
 	if (r == -ETIMEDOUT) {
 		/* read_msg() keeps the connection for a caller that may wait again; a broker that
 		 * does not answer HELLO in time is one to leave. */
 		snprintf(c->last_error, sizeof(c->last_error), "%s did not answer HELLO in time",
-		         c->uri_text[i]);
-		return connect_failed(c, i, r);
+		         name);
+		return connect_failed(c, name, r);
 	}
 	/* Bytes that are no frame of ours in answer to HELLO: a peer that does not speak the
 	 * protocol (over a plain unix socket, any service at all). Not a refusal. */
 	if (r == -EBADMSG || r == -EMSGSIZE || (r >= 0 && m.type != EB_MSG_WELCOME)) {
 		snprintf(c->last_error, sizeof(c->last_error),
-		         "not an entropy broker at %s (it answered HELLO with %s)", c->uri_text[i],
+		         "not an entropy broker at %s (it answered HELLO with %s)", name,
 		         r < 0 ? "bytes that are no frame of the protocol"
 		               : eb_msg_type_to_string(m.type));
-		return connect_failed(c, i, -EPROTO);
+		return connect_failed(c, name, -EPROTO);
 	}
 	if (r < 0) {
 		/* TLS 1.3 finishes the server's side of the handshake after our first write, so a
 		 * refused key shows only here, as a closed connection. */
-		if (r == -ECONNRESET && eb_uri_is_tls(&c->uris[i]))
+		if (r == -ECONNRESET && eb_uri_is_tls(uri))
 			snprintf(c->last_error, sizeof(c->last_error),
 			         "%s closed the connection: wrong key or unknown user \"%s\"?",
-			         c->uri_text[i], c->user);
-		return connect_failed(c, i, r);
+			         name, c->user);
+		return connect_failed(c, name, r);
 	}
 	return 0;
+}
+
+/* Tries a srv: address's targets in RFC 2782's order, looking the records up again when their
+ * time is up or every target failed. */
+static int connect_srv(struct eb_client *c, unsigned i)
+{
+	struct eb_srv *s = c->srv[i];
+	int n, r = -EHOSTUNREACH;
+
+	c->current = (int)i;
+	snprintf(c->current_text, sizeof(c->current_text), "%s", c->uri_text[i]);
+	n = eb_srv_refresh(s, eb_now_ms());
+	if (n < 0) {
+		snprintf(c->last_error, sizeof(c->last_error), "%s", eb_srv_error(s));
+		return n == -ENOENT || n == -EBADMSG ? -EHOSTUNREACH : n;
+	}
+	for (int j = 0; j < n; j++) {
+		const struct eb_srv_record *t = eb_srv_target(s, (size_t)j);
+		char name[sizeof(c->current_text)];
+
+		c->target = (struct eb_uri){.kind = EB_URI_TCP, .port = t->port};
+		snprintf(c->target.host, sizeof(c->target.host), "%s", t->target);
+		snprintf(name, sizeof(name), "%s (%s:%u)", c->uri_text[i], t->target,
+		         (unsigned)t->port);
+		r = connect_one(c, i, &c->target, name);
+		if (r >= 0 || r == -ECANCELED)
+			return r;
+		eb_srv_failed(s, (size_t)j);
+	}
+	return r;
+}
+
+/* Once the answer's time is up, the records of the srv: address in use are looked up again; when
+ * they no longer put its target first (removed, or one of a lower priority number there), the
+ * connection is left as if the broker had closed it (answers in flight are lost, as then), so
+ * that the caller's reconnect goes where the records now say. A look-up that fails for want of
+ * an answer keeps the connection. */
+static int srv_follow(struct eb_client *c)
+{
+	struct eb_srv *s;
+	int r;
+
+	if (!c->conn || c->current < 0 || !(s = c->srv[c->current]) ||
+	    !eb_srv_expired(s, eb_now_ms()))
+		return 0;
+	r = eb_srv_refresh(s, eb_now_ms());
+	/* -ENOENT: the records are gone, and this target with them. */
+	if (r < 0 && r != -ENOENT)
+		return 0;
+	if (r >= 0 && eb_srv_still_best(s, c->target.host, c->target.port))
+		return 0;
+	snprintf(c->last_error, sizeof(c->last_error), "%s: the SRV records changed; leaving %s:%u",
+	         c->uri_text[c->current], c->target.host, (unsigned)c->target.port);
+	eb_client_disconnect(c);
+	return -ENOTCONN;
 }
 
 int eb_client_connect(struct eb_client *c)
@@ -504,7 +585,9 @@ int eb_client_connect(struct eb_client *c)
 
 	eb_client_disconnect(c);
 	for (unsigned k = 0; k < c->n_uris; k++) {
-		r = connect_one(c, (start + k) % c->n_uris);
+		unsigned i = (start + k) % c->n_uris;
+
+		r = c->srv[i] ? connect_srv(c, i) : connect_one(c, i, &c->uris[i], c->uri_text[i]);
 		/* A stop (eb_client_set_cancel()) ends the pass: the next broker's connect would
 		 * not hear it. */
 		if (r >= 0 || r == -ECANCELED)
@@ -581,6 +664,9 @@ int eb_client_put(struct eb_client *c, const void *data, size_t len, uint32_t cr
 
 	if (!c->conn)
 		return -ENOTCONN;
+	r = srv_follow(c);
+	if (r < 0)
+		return r;
 	while (len > 0) {
 		size_t n = MIN(len, (size_t)EB_DATA_MAX);
 		uint32_t credit = (uint32_t)((uint64_t)credit_bits * n / len);
@@ -688,6 +774,9 @@ int eb_client_request(struct eb_client *c, size_t len, enum eb_get_mode mode)
 		return -ENOTCONN;
 	if (len == 0 || len > EB_DATA_MAX)
 		return -EINVAL;
+	r = srv_follow(c);
+	if (r < 0)
+		return r;
 	if (c->gets_in_flight >= EB_CLIENT_GETS_MAX)
 		return -EBUSY;
 	m.get.bits = (uint32_t)len * 8;
@@ -809,7 +898,7 @@ uint64_t eb_client_bits_credited(const struct eb_client *c)
 
 const char *eb_client_broker(const struct eb_client *c)
 {
-	return c->current >= 0 ? c->uri_text[c->current] : "(none)";
+	return c->current >= 0 ? c->current_text : "(none)";
 }
 
 const char *eb_client_last_error(const struct eb_client *c)

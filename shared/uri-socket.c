@@ -204,6 +204,7 @@ int eb_uri_listen(const struct eb_uri *uri, int *ret_fd)
 	case EB_URI_VSOCK:
 		return listen_vsock(uri, ret_fd);
 	case EB_URI_VIRTIO:
+	case EB_URI_SRV:
 		return -EOPNOTSUPP;
 	case _EB_URI_KIND_MAX:
 	case _EB_URI_KIND_INVALID:
@@ -438,6 +439,8 @@ int eb_uri_connect(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
 		return connect_vsock(uri, timeout_ms, ret_fd);
 	case EB_URI_VIRTIO:
 		return connect_virtio(uri, timeout_ms, ret_fd);
+	case EB_URI_SRV:
+		return -EOPNOTSUPP;
 	case _EB_URI_KIND_MAX:
 	case _EB_URI_KIND_INVALID:
 		break;

@@ -15,6 +15,7 @@
 
 #include "macro.h"
 #include "proto.h"
+#include "srv.h"
 
 /* A decimal number without sign, spaces or leading junk, that strtoul() alone would accept. */
 static int parse_uint(const char *s, size_t len, unsigned long max, unsigned long *ret)
@@ -163,6 +164,30 @@ static int parse_virtio(const char *s, struct eb_uri *u)
 	return 0;
 }
 
+/* A domain name whose SRV records name the brokers: a host name short enough that
+ * _entropy-broker._tcp.NAME fits in a DNS name. A final dot is dropped. */
+static int parse_srv(const char *s, struct eb_uri *u)
+{
+	size_t len = strlen(s), label = 0;
+
+	if (len > 0 && s[len - 1] == '.')
+		len--;
+	if (len == 0 || len > EB_SRV_DOMAIN_MAX)
+		return -EINVAL;
+	/* Labels of 1 to 63 characters (RFC 1035 2.3.4). */
+	for (size_t i = 0; i < len; i++) {
+		if (!is_host_char(s[i]))
+			return -EINVAL;
+		label = s[i] == '.' ? 0 : label + 1;
+		if (label > 63 || (s[i] == '.' && (i == 0 || s[i - 1] == '.')))
+			return -EINVAL;
+	}
+	memcpy(u->host, s, len);
+	u->host[len] = '\0';
+	u->kind = EB_URI_SRV;
+	return 0;
+}
+
 int eb_uri_parse(const char *s, struct eb_uri *ret)
 {
 	struct eb_uri u = {};
@@ -181,6 +206,8 @@ int eb_uri_parse(const char *s, struct eb_uri *ret)
 		r = parse_vsock(s + 8, &u);
 	else if (strncmp(s, "virtio:", 7) == 0)
 		r = parse_virtio(s + 7, &u);
+	else if (strncmp(s, "srv:", 4) == 0)
+		r = parse_srv(s + 4, &u);
 	else
 		r = -EINVAL;
 	if (r < 0)
@@ -218,6 +245,9 @@ const char *eb_uri_to_string(const struct eb_uri *uri, char *buf, size_t size)
 	case EB_URI_VIRTIO:
 		snprintf(buf, size, "virtio:%s", uri->path + strlen(EB_URI_VIRTIO_DIR));
 		return buf;
+	case EB_URI_SRV:
+		snprintf(buf, size, "srv:%s", uri->host);
+		return buf;
 	case _EB_URI_KIND_MAX:
 	case _EB_URI_KIND_INVALID:
 		break;
@@ -233,6 +263,7 @@ int eb_uri_is_tls(const struct eb_uri *uri)
 	case EB_URI_VSOCK:
 	case EB_URI_UNIX_TLS:
 	case EB_URI_VIRTIO:
+	case EB_URI_SRV:
 		return 1;
 	case EB_URI_UNIX:
 		return 0;

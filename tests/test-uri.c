@@ -62,6 +62,7 @@ static void expect_uri(const char *s, enum eb_uri_kind kind, const char *host_or
 	assert_int_equal(u.kind, kind);
 	switch (kind) {
 	case EB_URI_TCP:
+	case EB_URI_SRV:
 		assert_string_equal(u.host, host_or_path);
 		assert_int_equal(u.port, port);
 		break;
@@ -124,6 +125,10 @@ static void test_good(void **state)
 	           "/dev/virtio-ports/org.entropy-broker.seed.0", 0, 0,
 	           "virtio:org.entropy-broker.seed.0");
 	expect_uri("virtio:x", EB_URI_VIRTIO, "/dev/virtio-ports/x", 0, 0, "virtio:x");
+
+	expect_uri("srv:example.org", EB_URI_SRV, "example.org", 0, 0, "srv:example.org");
+	expect_uri("srv:fleet.test.", EB_URI_SRV, "fleet.test", 0, 0, "srv:fleet.test");
+	expect_uri("srv:x", EB_URI_SRV, "x", 0, 0, "srv:x");
 }
 
 static void test_virtio_name_length(void **state)
@@ -234,6 +239,15 @@ static void test_bad(void **state)
 	    "virtio:a:1",
 	    "virtio://x",
 	    "VIRTIO:x",
+	    "srv:",
+	    "srv:.",
+	    "srv:.example.org",
+	    "srv:example..org",
+	    "srv:example.org:55225",
+	    "srv://example.org",
+	    "srv:exa mple.org",
+	    "srv:a.0123456789012345678901234567890123456789012345678901234567890123.org",
+	    "SRV:example.org",
 	};
 	struct eb_uri u;
 
@@ -255,6 +269,16 @@ static void test_bad(void **state)
 		host[6 + 255] = '\0';
 		assert_int_equal(eb_uri_parse(host, &u), 0);
 	}
+	{
+		/* _entropy-broker._tcp.NAME must fit in a DNS name's 253 characters. */
+		char name[300] = "srv:";
+		for (size_t i = 0; i < 233; i++)
+			name[4 + i] = i % 8 == 7 ? '.' : 'h';
+		name[4 + 233] = '\0';
+		assert_int_equal(eb_uri_parse(name, &u), -EINVAL);
+		name[4 + 232] = '\0';
+		assert_int_equal(eb_uri_parse(name, &u), 0);
+	}
 }
 
 static void test_is_tls(void **state)
@@ -269,6 +293,8 @@ static void test_is_tls(void **state)
 	assert_int_equal(eb_uri_parse("unix+tls:/x", &u), 0);
 	assert_int_equal(eb_uri_is_tls(&u), 1);
 	assert_int_equal(eb_uri_parse("virtio:org.entropy-broker.seed.0", &u), 0);
+	assert_int_equal(eb_uri_is_tls(&u), 1);
+	assert_int_equal(eb_uri_parse("srv:example.org", &u), 0);
 	assert_int_equal(eb_uri_is_tls(&u), 1);
 	assert_int_equal(eb_uri_parse("unix:/x", &u), 0);
 	assert_int_equal(eb_uri_is_tls(&u), 0);

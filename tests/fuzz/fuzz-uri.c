@@ -41,6 +41,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check(u.path[0] == '/');
 		check(strnlen(u.path, sizeof(u.path)) < sizeof(u.path));
 		break;
+	case EB_URI_SRV:
+		check(u.host[0] != '\0' && u.port == 0);
+		break;
 	case _EB_URI_KIND_MAX:
 	case _EB_URI_KIND_INVALID:
 		abort();

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/* srv:NAME broker addresses: the DNS SRV records _entropy-broker._tcp.NAME (RFC 2782), parsed,
+ * put in the order a client tries them, and looked up again when their time is up. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The owner name's prefix: the service and protocol labels of RFC 2782. */
+#define EB_SRV_PREFIX "_entropy-broker._tcp."
+/* A domain name as text, without its final dot (RFC 1035 2.3.4: 255 octets on the wire). */
+#define EB_SRV_NAME_MAX 253
+/* The longest NAME in srv:NAME, so that the owner name fits. */
+#define EB_SRV_DOMAIN_MAX (EB_SRV_NAME_MAX - (sizeof(EB_SRV_PREFIX) - 1))
+/* Records taken from one answer; the rest are left out. A fleet's brokers are a few per site, and
+ * each is a connection attempt in a pass. */
+#define EB_SRV_TARGETS_MAX 32
+/* The bounds on how long an answer is used before it is looked up again, whatever its TTL says:
+ * a TTL of 0 must not make every connection a DNS query, and one of a week must not keep a
+ * client on a broker its administrator has moved. */
+#define EB_SRV_TTL_MIN_S 5
+#define EB_SRV_TTL_MAX_S 3600
+/* How long a failed look-up is trusted before asking again, while the last good answer is
+ * used. */
+#define EB_SRV_RETRY_S 5
+
+struct eb_srv_record {
+	uint16_t priority;
+	uint16_t weight;
+	uint16_t port;
+	uint32_t ttl;
+	char target[EB_SRV_NAME_MAX + 1];
+};
+
+/* Parses a DNS answer to the SRV query for qname: the SRV records of class IN owned by qname
+ * (compared without case), at most max of them, in the answer's order. -EBADMSG for a message
+ * that is not well formed, a record cut short, or a target that is no host name; -ENOENT when
+ * the one record is the target "." (RFC 2782: the service is decidedly not available there) or
+ * there is none. *ret_ttl is the least TTL taken. */
+int eb_srv_parse(const uint8_t *msg, size_t len, const char *qname, struct eb_srv_record *ret,
+                 size_t max, size_t *ret_n, uint32_t *ret_ttl);
+
+/* A uniform random number in 0..bound. */
+typedef uint32_t (*eb_srv_random_t)(uint32_t bound, void *userdata);
+/* Puts records in RFC 2782's order: by priority, lowest first, and within one priority by
+ * weighted random choice, each drawn with a chance proportional to its weight (weight 0 placed
+ * first, so that it is chosen only when the draw is 0; all weights 0: uniform). */
+void eb_srv_order(struct eb_srv_record *r, size_t n, eb_srv_random_t rnd, void *userdata);
+/* rnd for eb_srv_order() from getrandom(). */
+uint32_t eb_srv_random(uint32_t bound, void *userdata);
+
+/* One srv: address's state in a client: the ordered targets and when to look them up again. */
+struct eb_srv;
+
+/* -EINVAL for a NAME that is not a host name or is too long. */
+int eb_srv_new(const char *name, struct eb_srv **ret);
+struct eb_srv *eb_srv_free(struct eb_srv *s);
+static inline void eb_srv_freep(struct eb_srv **s)
+{
+	if (*s)
+		eb_srv_free(*s);
+}
+
+/* Looks the records up when there are none yet, their time is up, or every target failed since
+ * the last look-up; returns how many targets there are (at least 1). On failure the error names
+ * the address, the owner name and the DNS error (eb_srv_error()); -ENOENT for no such records,
+ * -EAGAIN for a server that did not answer. A temporary failure keeps the last good answer for
+ * EB_SRV_RETRY_S. */
+int eb_srv_refresh(struct eb_srv *s, uint64_t now_ms);
+/* True when the answer's time (or a failed look-up's, EB_SRV_RETRY_S) is up. */
+bool eb_srv_expired(const struct eb_srv *s, uint64_t now_ms);
+/* The i-th target to try, in RFC 2782's order. */
+const struct eb_srv_record *eb_srv_target(const struct eb_srv *s, size_t i);
+/* Target i could not be reached; once all have, the next eb_srv_refresh() asks again. */
+void eb_srv_failed(struct eb_srv *s, size_t i);
+/* Whether host:port is still a target, and none of a lower priority number is: a client on it
+ * may stay. */
+bool eb_srv_still_best(const struct eb_srv *s, const char *host, uint16_t port);
+const char *eb_srv_error(const struct eb_srv *s);
