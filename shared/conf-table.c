@@ -88,7 +88,7 @@ static const struct conf_item items[] = {
      offsetof(struct eb_user, downstream_broker), false, "yes, no, true, false, 1 or 0"},
     {CONF_SECTION_UPSTREAM, "broker", parse_upstream_broker,
      offsetof(struct eb_conf_upstream, brokers), true,
-     "tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH, vsock://CID[:PORT] or virtio:NAME"},
+     "tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH, vsock://CID[:PORT], virtio:NAME or srv:NAME"},
     {CONF_SECTION_UPSTREAM, "user", parse_user_name, offsetof(struct eb_conf_upstream, user), false,
      "a user name of 1..64 letters, digits, \".\", \"_\" or \"-\""},
     {CONF_SECTION_UPSTREAM, "key-file", parse_key_file, offsetof(struct eb_conf_upstream, key_file),

@@ -310,7 +310,7 @@ static void test_upstream(void **state)
 	    "[upstream] has no broker=: expected the address of at least one broker to draw from");
 	expect_error(
 	    "[upstream]\nbroker = bogus://x\n", 2,
-	    "invalid value \"bogus://x\" for broker: expected tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH, vsock://CID[:PORT] or virtio:NAME");
+	    "invalid value \"bogus://x\" for broker: expected tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH, vsock://CID[:PORT], virtio:NAME or srv:NAME");
 	expect_error("[upstream]\nbroker = unix:/a\nbroker = unix:/a\n", 3,
 	             "invalid value \"unix:/a\" for broker: this broker is already listed");
 	expect_error(

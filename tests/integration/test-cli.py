@@ -201,11 +201,11 @@ def test():
             for name in CLIENTS:
                 usage_error(cli, progs[name], ["-b", uri, *rest[name]], [f'"{uri}"'],
                             f"{name} -b {uri}")
-        # The message lists every kind of address a client takes, unix+tls: included.
+        # The message lists every kind of address a client takes, unix+tls: and srv: included.
         for name in CLIENTS:
             usage_error(cli, progs[name], ["-b", "bogus://x", *rest[name]],
-                        ["tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH, vsock://CID[:PORT] or "
-                         "virtio:NAME"], f"{name}: the address syntax in full")
+                        ["tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH, vsock://CID[:PORT], "
+                         "virtio:NAME or srv:NAME"], f"{name}: the address syntax in full")
 
         # What every source shares through eb_cli_source_parse(): a bad value names its option
         # and exits 2 before anything runs, in every program that takes the option.
