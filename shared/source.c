@@ -161,18 +161,29 @@ static int send_pending(struct eb_client *c, struct pending *q, struct eb_source
 	return r == -EACCES ? r : 0;
 }
 
-int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_source_sample_t sample,
-                  void *userdata, struct eb_source_stats *stats)
-{
-	struct eb_source_stats st = {};
-	_cleanup_free_ uint8_t *raw = NULL, *pend_buf = NULL;
-	struct pending q = {};
+/* One run of eb_source_run(): what it was given, and what it holds between blocks. */
+struct run {
+	struct eb_client *c;
+	const struct eb_source_params *p;
+	eb_source_sample_t sample;
+	void *userdata;
+	struct eb_source_stats st;
 	struct eb_gate g;
-	size_t block;
-	bool in_place, capturing_asleep = false;
+	struct pending q;
+	size_t block; /* samples a block */
+	/* 8-bit samples are sent as they are: they are sampled straight behind what is pending
+	 * and tested there, not copied from a buffer of their own (raw) that would need a wipe
+	 * too. */
+	bool in_place;
+	uint8_t *raw;
+	bool capturing_asleep; /* told SLEEP, and still sampling for --dump-raw */
+};
+
+static int gate_start(struct eb_gate *g, const struct eb_source_params *p)
+{
 	int r;
 
-	r = eb_gate_init(&g, &p->gate);
+	r = eb_gate_init(g, &p->gate);
 	if (r == -ERANGE)
 		return log_error_errno(r,
 		                       "H = %" PRIu32 ".%03" PRIu32
@@ -180,171 +191,225 @@ int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_sour
 		                       p->gate.h_mbits / 1000, p->gate.h_mbits % 1000);
 	if (r < 0)
 		return log_error_errno(r, "Invalid sampling parameters for %s", p->name);
+	return 0;
+}
 
-	block = p->block > 0 ? MIN(p->block, (size_t)EB_GATE_BLOCK_MAX) : EB_GATE_BLOCK_DEFAULT;
-	/* One spare byte covers a partial Von Neumann byte or a part-filled packed byte. */
-	q.size = MAX((size_t)PUT_BYTES_MAX, block + 1);
-	/* 8-bit samples are sent as they are: they are sampled straight behind what is pending
-	 * and tested there, not copied from a buffer of their own that would need a wipe too. */
-	in_place = p->gate.bits == 8 && !p->gate.vonneumann;
-	raw = in_place ? NULL : malloc(block);
-	pend_buf = malloc(q.size);
-	if ((!in_place && !raw) || !pend_buf)
-		return log_oom();
-	q.buf = pend_buf;
-	log_start(p, &g);
+/* Told SLEEP with a capture under way: the samples go on to the dump, what they become is dropped
+ * until the broker wants data again. 1 when the broker is lost (the caller fails over). */
+static int capture_while_asleep(struct run *run)
+{
+	struct eb_client *c = run->c;
 
-	for (;;) {
-		struct eb_gate_block b;
-		size_t want = block;
-		uint8_t *s;
-		uint64_t start;
-		bool eof, failed_before, resting;
-		ssize_t n;
+	if (!run->capturing_asleep)
+		log_notice(
+		    "Broker %s is full (SLEEP); still capturing to --dump-raw, donating nothing until it wants data",
+		    eb_client_broker(c));
+	run->capturing_asleep = true;
+	if (eb_client_poll_wake(c) < 0) {
+		log_warning("Lost broker %s: %s; failing over", eb_client_broker(c),
+		            eb_client_last_error(c));
+		run->capturing_asleep = false;
+		return 1;
+	}
+	if (!eb_client_asleep(c)) {
+		log_notice("Broker %s wants data again; donating", eb_client_broker(c));
+		run->capturing_asleep = false;
+	}
+	return 0;
+}
+
+/* Told SLEEP: the pool is full, so nothing is sampled until the broker wants more. 1 when the
+ * broker is lost (the caller fails over). */
+static int rest_while_asleep(struct run *run)
+{
+	struct eb_client *c = run->c;
+	uint64_t rest;
+	int r;
+
+	/* Only a PUT hears SLEEP, and it leaves nothing pending; this is for safety. */
+	r = send_pending(c, &run->q, &run->st);
+	if (r < 0)
+		return r;
+	rest = eb_now_ms();
+	log_notice("Broker %s is full (SLEEP); resting until it wants data", eb_client_broker(c));
+	if (eb_client_wait_wake(c) < 0) {
+		log_warning("Lost broker %s: %s; failing over", eb_client_broker(c),
+		            eb_client_last_error(c));
+		return 1;
+	}
+	log_notice("Broker %s wants data again; resuming after %" PRIu64 " s", eb_client_broker(c),
+	           (eb_now_ms() - rest + 500) / 1000);
+	return 0;
+}
+
+/* Runs n samples at s through the health tests into what is pending: what they vouch for joins
+ * it, the rest is wiped. start: when their sampling began. */
+static int feed(struct run *run, uint8_t *s, size_t n, uint64_t start)
+{
+	const struct eb_source_params *p = run->p;
+	struct pending *q = &run->q;
+	struct eb_gate_block b;
+	int r;
+
+	r = eb_gate_feed(&run->g, s, n, q->buf + q->len, q->size - q->len, &b);
+	if (!run->in_place)
+		explicit_bzero(run->raw, n);
+	if (r == -EDOM)
+		return log_error_errno(r, "%s gave a sample wider than %u bits", p->name,
+		                       p->gate.bits);
+	if (r < 0)
+		return log_error_errno(r, "Failed to condition samples: %m");
+	if (b.alarm)
+		log_alarm(p, &run->g);
+	if (b.readmitted)
+		log_readmitted(p, &run->g);
+	if (b.startup_done)
+		log_info("Start-up health test passed for %s; crediting", p->name);
+	run->st.admitted += b.ok;
+
+	if (b.send) {
+		if (q->len == 0)
+			q->since = start;
+		q->len += b.len;
+		q->credit += b.credit;
+	} else
+		/* What a block the tests did not vouch for became is never sent. */
+		explicit_bzero(q->buf + q->len, b.len);
+	return 0;
+}
+
+/* Samples a block of up to want samples, tests it and sends what is pending when it is time.
+ * *ret_eof says the input ended. */
+static int sample_block(struct run *run, size_t want, bool *ret_eof)
+{
+	const struct eb_source_params *p = run->p;
+	struct pending *q = &run->q;
+	bool failed_before, resting;
+	uint64_t start;
+	uint8_t *s;
+	ssize_t n;
+	int r;
+
+	/* The gate writes straight behind what is pending: room for the most the block can become
+	 * (a Von Neumann block's output depends on its data), and for its samples when they are
+	 * taken there. */
+	if (MAX(eb_gate_out_max(&run->g, want), run->in_place ? want : 0) > q->size - q->len) {
+		r = send_pending(run->c, q, &run->st);
+		if (r < 0)
+			return r;
+	}
+	s = run->in_place ? q->buf + q->len : run->raw;
+
+	failed_before = run->g.tested && eb_health_get_state(&run->g.health) == EB_HEALTH_FAILED;
+	start = eb_now_ns();
+	n = take(run->sample, run->userdata, s, want, ret_eof);
+	if (n < 0) {
+		if (n == -EOVERFLOW)
+			log_error("%s returned more samples than asked for", p->name);
+		return (int)n;
+	}
+	if (p->dump_fd >= 0 && n > 0) {
+		r = eb_write_all(p->dump_fd, s, (size_t)n);
+		if (r < 0)
+			return log_error_errno(r, "Failed to write raw samples: %m");
+	}
+	run->st.samples += (uint64_t)n;
+	r = feed(run, s, (size_t)n, start);
+	if (r < 0 || *ret_eof)
+		return r;
+
+	/* Rest only while a failure lasts: a block that began and ended failed. A single false
+	 * alarm on good data is over within the next 1024 samples, and resting for it would only
+	 * cost output. */
+	resting = failed_before && eb_health_get_state(&run->g.health) == EB_HEALTH_FAILED &&
+	          p->quarantine_ms > 0;
+	/* Send when the next block might not fit, when the first block has waited long enough, or
+	 * before resting. */
+	if (q->len > 0 && (q->len + eb_gate_out_max(&run->g, run->block) > PUT_BYTES_MAX ||
+	                   eb_now_ns() - q->since >= PUT_HOLD_NS || resting)) {
+		r = send_pending(run->c, q, &run->st);
+		if (r < 0)
+			return r;
+	}
+	if (resting)
+		/* A stuck device can return garbage as fast as it is read; there is no hurry to
+		 * prove it well again. */
+		(void)eb_sleep_ms(p->quarantine_ms);
+	return 0;
+}
+
+/* Samples until the input ends or max_samples are taken; a refusal or a failure ends it early. */
+static int sample_all(struct run *run)
+{
+	const struct eb_source_params *p = run->p;
+	struct eb_client *c = run->c;
+	bool eof = false;
+	int r;
+
+	while (!eof) {
+		size_t want = run->block;
 
 		if (p->max_samples > 0) {
-			if (st.samples >= p->max_samples)
+			if (run->st.samples >= p->max_samples)
 				break;
-			want = (size_t)MIN((uint64_t)want, p->max_samples - st.samples);
+			want = (size_t)MIN((uint64_t)want, p->max_samples - run->st.samples);
 		}
 		r = ensure_connected(c);
 		if (r < 0)
-			goto finish;
-		if (c && eb_client_asleep(c) && p->dump_fd >= 0) {
-			/* A capture goes on while the broker is full: the samples go to the dump,
-			 * what they become is dropped until the broker wants data again. */
-			if (!capturing_asleep)
-				log_notice(
-				    "Broker %s is full (SLEEP); still capturing to --dump-raw, donating nothing until it wants data",
-				    eb_client_broker(c));
-			capturing_asleep = true;
-			r = eb_client_poll_wake(c);
-			if (r < 0) {
-				log_warning("Lost broker %s: %s; failing over", eb_client_broker(c),
-				            eb_client_last_error(c));
-				capturing_asleep = false;
+			return r;
+		if (c && eb_client_asleep(c)) {
+			r = p->dump_fd >= 0 ? capture_while_asleep(run) : rest_while_asleep(run);
+			if (r < 0)
+				return r;
+			if (r > 0)
 				continue;
-			}
-			if (!eb_client_asleep(c)) {
-				log_notice("Broker %s wants data again; donating",
-				           eb_client_broker(c));
-				capturing_asleep = false;
-			}
-		} else if (c && eb_client_asleep(c)) {
-			/* Only a PUT hears SLEEP, and it leaves nothing pending; this is for
-			 * safety. */
-			r = send_pending(c, &q, &st);
-			if (r < 0)
-				goto finish;
-			/* The pool is full: sample nothing until the broker wants more. */
-			uint64_t rest = eb_now_ms();
-
-			log_notice("Broker %s is full (SLEEP); resting until it wants data",
-			           eb_client_broker(c));
-			r = eb_client_wait_wake(c);
-			if (r < 0) {
-				log_warning("Lost broker %s: %s; failing over", eb_client_broker(c),
-				            eb_client_last_error(c));
-				continue;
-			}
-			log_notice("Broker %s wants data again; resuming after %" PRIu64 " s",
-			           eb_client_broker(c), (eb_now_ms() - rest + 500) / 1000);
 		}
-
-		/* The gate writes straight behind what is pending: room for the most the block can
-		 * become (a Von Neumann block's output depends on its data), and for its samples
-		 * when they are taken there. */
-		if (MAX(eb_gate_out_max(&g, want), in_place ? want : 0) > q.size - q.len) {
-			r = send_pending(c, &q, &st);
-			if (r < 0)
-				goto finish;
-		}
-		s = in_place ? q.buf + q.len : raw;
-
-		failed_before = g.tested && eb_health_get_state(&g.health) == EB_HEALTH_FAILED;
-		start = eb_now_ns();
-		n = take(sample, userdata, s, want, &eof);
-		if (n < 0) {
-			r = (int)n;
-			if (r == -EOVERFLOW)
-				log_error("%s returned more samples than asked for", p->name);
-			goto finish;
-		}
-		if (p->dump_fd >= 0 && n > 0) {
-			r = eb_write_all(p->dump_fd, s, (size_t)n);
-			if (r < 0) {
-				log_error_errno(r, "Failed to write raw samples: %m");
-				goto finish;
-			}
-		}
-		st.samples += (uint64_t)n;
-
-		r = eb_gate_feed(&g, s, (size_t)n, q.buf + q.len, q.size - q.len, &b);
-		if (!in_place)
-			explicit_bzero(raw, (size_t)n);
-		if (r == -EDOM) {
-			log_error("%s gave a sample wider than %u bits", p->name, p->gate.bits);
-			goto finish;
-		}
-		if (r < 0) {
-			log_error_errno(r, "Failed to condition samples: %m");
-			goto finish;
-		}
-		if (b.alarm)
-			log_alarm(p, &g);
-		if (b.readmitted)
-			log_readmitted(p, &g);
-		if (b.startup_done)
-			log_info("Start-up health test passed for %s; crediting", p->name);
-		st.admitted += b.ok;
-
-		if (b.send) {
-			if (q.len == 0)
-				q.since = start;
-			q.len += b.len;
-			q.credit += b.credit;
-		} else
-			/* What a block the tests did not vouch for became is never sent. */
-			explicit_bzero(q.buf + q.len, b.len);
-
-		if (eof)
-			break;
-		/* Rest only while a failure lasts: a block that began and ended failed. A single
-		 * false alarm on good data is over within the next 1024 samples, and resting for it
-		 * would only cost output. */
-		resting = failed_before && eb_health_get_state(&g.health) == EB_HEALTH_FAILED &&
-		          p->quarantine_ms > 0;
-		/* Send when the next block might not fit, when the first block has waited long
-		 * enough, or before resting. */
-		if (q.len > 0 && (q.len + eb_gate_out_max(&g, block) > PUT_BYTES_MAX ||
-		                  eb_now_ns() - q.since >= PUT_HOLD_NS || resting)) {
-			r = send_pending(c, &q, &st);
-			if (r < 0)
-				goto finish;
-		}
-		if (resting)
-			/* A stuck device can return garbage as fast as it is read; there is no
-			 * hurry to prove it well again. */
-			(void)eb_sleep_ms(p->quarantine_ms);
+		r = sample_block(run, want, &eof);
+		if (r < 0)
+			return r;
 	}
-
-	r = send_pending(c, &q, &st);
+	r = send_pending(c, &run->q, &run->st);
 	if (r < 0)
-		goto finish;
+		return r;
 	if (c && eb_client_connected(c) && eb_client_flush(c) < 0)
 		log_warning("Broker %s did not acknowledge the last data: %s", eb_client_broker(c),
 		            eb_client_last_error(c));
-finish:
+	return 0;
+}
+
+int eb_source_run(struct eb_client *c, const struct eb_source_params *p, eb_source_sample_t sample,
+                  void *userdata, struct eb_source_stats *stats)
+{
+	struct run run = {.c = c, .p = p, .sample = sample, .userdata = userdata};
+	_cleanup_free_ uint8_t *raw = NULL, *pend_buf = NULL;
+	int r;
+
+	r = gate_start(&run.g, p);
+	if (r < 0)
+		return r;
+	run.block = p->block > 0 ? MIN(p->block, (size_t)EB_GATE_BLOCK_MAX) : EB_GATE_BLOCK_DEFAULT;
+	/* One spare byte covers a partial Von Neumann byte or a part-filled packed byte. */
+	run.q.size = MAX((size_t)PUT_BYTES_MAX, run.block + 1);
+	run.in_place = p->gate.bits == 8 && !p->gate.vonneumann;
+	raw = run.in_place ? NULL : malloc(run.block);
+	pend_buf = malloc(run.q.size);
+	if ((!run.in_place && !raw) || !pend_buf)
+		return log_oom();
+	run.raw = raw;
+	run.q.buf = pend_buf;
+	log_start(p, &run.g);
+
+	r = sample_all(&run);
 	/* A failed sample or a bad one ends the run, but the blocks vetted before it are sent, as
 	 * they would have been had the source been slower. */
-	if (r != -EACCES && q.len > 0 && c && eb_client_connected(c))
-		(void)send_pending(c, &q, &st);
+	if (r < 0 && r != -EACCES && run.q.len > 0 && c && eb_client_connected(c))
+		(void)send_pending(c, &run.q, &run.st);
 	if (raw)
-		explicit_bzero(raw, block);
-	explicit_bzero(q.buf, q.size);
-	st.credited = c ? eb_client_bits_credited(c) : 0;
-	st.alarms = g.tested ? g.health.episodes : 0;
+		explicit_bzero(raw, run.block);
+	explicit_bzero(run.q.buf, run.q.size);
+	run.st.credited = c ? eb_client_bits_credited(c) : 0;
+	run.st.alarms = run.g.tested ? run.g.health.episodes : 0;
 	if (stats)
-		*stats = st;
+		*stats = run.st;
 	return r;
 }
