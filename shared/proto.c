@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The wire protocol codec: frame headers and the payload of every message, both ways. */
+/* The wire protocol codec: frame headers and the payload of every message, both ways.
+ * check-source: allow long-file (one codec: validate, decode, encode side by side) */
 #include "proto.h"
 
 #include <assert.h>
@@ -111,6 +112,42 @@ int eb_proto_text_length(const char *s, size_t max, size_t *ret)
 	return 0;
 }
 
+static int hello_validate(const struct eb_msg_hello *h, size_t *ret_size)
+{
+	size_t n;
+	int r;
+
+	/* Any version above 0 is well-formed: whether it is supported is the session's call, so
+	 * that the broker can answer EB_ERR_VERSION rather than EB_ERR_PROTOCOL. */
+	if (h->version == 0 || !roles_valid(h->roles) || h->claim_mbits_per_byte > CLAIM_MBITS_MAX)
+		return -EINVAL;
+	r = eb_proto_text_length(h->kind, EB_KIND_MAX, &n);
+	if (r < 0)
+		return r;
+	if (h->n_chain > EB_CHAIN_MAX)
+		return -EINVAL;
+	/* No chain is no field at all, so that each HELLO has one encoding. */
+	*ret_size = HELLO_FIXED_SIZE + n + (h->n_chain > 0 ? 1 + 8 * h->n_chain : 0);
+	return 0;
+}
+
+static int welcome_validate(const struct eb_msg_welcome *w, size_t *ret_size)
+{
+	size_t n;
+	int r;
+
+	if (w->version == 0 || !roles_valid(w->roles) || w->max_data == 0 ||
+	    w->max_data > EB_DATA_MAX)
+		return -EINVAL;
+	r = eb_proto_text_length(w->user, EB_KIND_MAX, &n);
+	if (r < 0)
+		return r;
+	if (n == 0) /* every session has a user, or it would have been refused */
+		return -EINVAL;
+	*ret_size = WELCOME_FIXED_SIZE + n;
+	return 0;
+}
+
 /*
  * The one place the rules for field values live: encode refuses to send what decode would
  * refuse to take. Returns the payload size of msg, or -EINVAL.
@@ -125,30 +162,14 @@ static int msg_validate(const struct eb_msg *m, size_t *ret_size)
 
 	switch (m->type) {
 	case EB_MSG_HELLO:
-		/* Any version above 0 is well-formed: whether it is supported is the session's
-		 * call, so that the broker can answer EB_ERR_VERSION rather than EB_ERR_PROTOCOL.
-		 */
-		if (m->hello.version == 0 || !roles_valid(m->hello.roles) ||
-		    m->hello.claim_mbits_per_byte > CLAIM_MBITS_MAX)
-			return -EINVAL;
-		r = eb_proto_text_length(m->hello.kind, EB_KIND_MAX, &n);
+		r = hello_validate(&m->hello, &size);
 		if (r < 0)
 			return r;
-		if (m->hello.n_chain > EB_CHAIN_MAX)
-			return -EINVAL;
-		/* No chain is no field at all, so that each HELLO has one encoding. */
-		size = HELLO_FIXED_SIZE + n + (m->hello.n_chain > 0 ? 1 + 8 * m->hello.n_chain : 0);
 		break;
 	case EB_MSG_WELCOME:
-		if (m->welcome.version == 0 || !roles_valid(m->welcome.roles) ||
-		    m->welcome.max_data == 0 || m->welcome.max_data > EB_DATA_MAX)
-			return -EINVAL;
-		r = eb_proto_text_length(m->welcome.user, EB_KIND_MAX, &n);
+		r = welcome_validate(&m->welcome, &size);
 		if (r < 0)
 			return r;
-		if (n == 0) /* every session has a user, or it would have been refused */
-			return -EINVAL;
-		size = WELCOME_FIXED_SIZE + n;
 		break;
 	case EB_MSG_PUT:
 		if (m->put.len == 0 || m->put.len > EB_DATA_MAX || !m->put.data ||
@@ -284,11 +305,101 @@ void eb_frame_header_write(uint8_t *buf, enum eb_msg_type type, uint32_t length)
 	put_be32(&w, length);
 }
 
+static int hello_decode(struct cursor *c, struct eb_msg_hello *h)
+{
+	int r;
+
+	r = take_be16(c, &h->version);
+	if (r >= 0)
+		r = take_u8(c, &h->roles);
+	if (r >= 0)
+		r = take_zero(c, 1);
+	if (r >= 0)
+		r = take_be32(c, &h->claim_mbits_per_byte);
+	if (r >= 0)
+		r = take_text(c, EB_KIND_MAX, h->kind);
+	/* The chain is there or not at all; when there, it names at least one broker. */
+	if (r >= 0 && c->left > 0) {
+		r = take_u8(c, &h->n_chain);
+		if (r >= 0 && (h->n_chain == 0 || h->n_chain > EB_CHAIN_MAX))
+			r = -EBADMSG;
+		for (unsigned i = 0; r >= 0 && i < h->n_chain; i++)
+			r = take_be64(c, &h->chain[i]);
+	}
+	return r;
+}
+
+static int welcome_decode(struct cursor *c, struct eb_msg_welcome *w)
+{
+	int r;
+
+	r = take_be16(c, &w->version);
+	if (r >= 0)
+		r = take_u8(c, &w->roles);
+	if (r >= 0)
+		r = take_zero(c, 1);
+	if (r >= 0)
+		r = take_be32(c, &w->max_data);
+	if (r >= 0)
+		r = take_text(c, EB_KIND_MAX, w->user);
+	return r;
+}
+
+/* PUT and DATA alike: bits, a length, and that many bytes. */
+static int bytes_decode(struct cursor *c, uint32_t *ret_bits, uint32_t *ret_len,
+                        const uint8_t **ret_data)
+{
+	int r;
+
+	r = take_be32(c, ret_bits);
+	if (r >= 0)
+		r = take_be32(c, ret_len);
+	if (r >= 0)
+		r = take(c, *ret_len, ret_data);
+	return r;
+}
+
+static int get_decode(struct cursor *c, struct eb_msg_get *g)
+{
+	uint8_t mode;
+	int r;
+
+	r = take_be32(c, &g->bits);
+	if (r >= 0)
+		r = take_u8(c, &mode);
+	if (r < 0)
+		return r;
+	/* Range-checked in msg_validate(); a u8 always fits the enum. */
+	g->mode = (enum eb_get_mode)mode;
+	return take_zero(c, 3);
+}
+
+static int status_decode(struct cursor *c, struct eb_msg_status *st)
+{
+	int r;
+
+	r = take_be64(c, &st->pool_bits);
+	if (r >= 0)
+		r = take_be64(c, &st->capacity_bits);
+	if (r >= 0)
+		r = take_be64(c, &st->bits_in);
+	if (r >= 0)
+		r = take_be64(c, &st->bits_out);
+	if (r >= 0)
+		r = take_be64(c, &st->bytes_drbg);
+	if (r >= 0)
+		r = take_be32(c, &st->sources);
+	if (r >= 0)
+		r = take_be32(c, &st->sinks);
+	if (r >= 0)
+		r = take_be32(c, &st->uptime_s);
+	return r;
+}
+
 int eb_msg_decode(const struct eb_frame *frame, struct eb_msg *ret)
 {
 	struct cursor c;
 	struct eb_msg m;
-	uint8_t u8;
 	uint16_t u16;
 	uint32_t u32;
 	int r;
@@ -306,40 +417,13 @@ int eb_msg_decode(const struct eb_frame *frame, struct eb_msg *ret)
 
 	switch (frame->type) {
 	case EB_MSG_HELLO:
-		r = take_be16(&c, &m.hello.version);
-		if (r >= 0)
-			r = take_u8(&c, &m.hello.roles);
-		if (r >= 0)
-			r = take_zero(&c, 1);
-		if (r >= 0)
-			r = take_be32(&c, &m.hello.claim_mbits_per_byte);
-		if (r >= 0)
-			r = take_text(&c, EB_KIND_MAX, m.hello.kind);
-		if (r >= 0 && c.left > 0) {
-			r = take_u8(&c, &m.hello.n_chain);
-			if (r >= 0 && (m.hello.n_chain == 0 || m.hello.n_chain > EB_CHAIN_MAX))
-				r = -EBADMSG;
-			for (unsigned i = 0; r >= 0 && i < m.hello.n_chain; i++)
-				r = take_be64(&c, &m.hello.chain[i]);
-		}
+		r = hello_decode(&c, &m.hello);
 		break;
 	case EB_MSG_WELCOME:
-		r = take_be16(&c, &m.welcome.version);
-		if (r >= 0)
-			r = take_u8(&c, &m.welcome.roles);
-		if (r >= 0)
-			r = take_zero(&c, 1);
-		if (r >= 0)
-			r = take_be32(&c, &m.welcome.max_data);
-		if (r >= 0)
-			r = take_text(&c, EB_KIND_MAX, m.welcome.user);
+		r = welcome_decode(&c, &m.welcome);
 		break;
 	case EB_MSG_PUT:
-		r = take_be32(&c, &m.put.credit_bits);
-		if (r >= 0)
-			r = take_be32(&c, &m.put.len);
-		if (r >= 0)
-			r = take(&c, m.put.len, &m.put.data);
+		r = bytes_decode(&c, &m.put.credit_bits, &m.put.len, &m.put.data);
 		break;
 	case EB_MSG_PUT_ACK:
 		r = take_be32(&c, &m.put_ack.credited_bits);
@@ -347,21 +431,10 @@ int eb_msg_decode(const struct eb_frame *frame, struct eb_msg *ret)
 			r = take_be32(&c, &m.put_ack.accepted_bytes);
 		break;
 	case EB_MSG_GET:
-		r = take_be32(&c, &m.get.bits);
-		if (r >= 0)
-			r = take_u8(&c, &u8);
-		if (r >= 0) {
-			/* Range-checked in msg_validate(); a u8 always fits the enum. */
-			m.get.mode = (enum eb_get_mode)u8;
-			r = take_zero(&c, 3);
-		}
+		r = get_decode(&c, &m.get);
 		break;
 	case EB_MSG_DATA:
-		r = take_be32(&c, &m.data.bits);
-		if (r >= 0)
-			r = take_be32(&c, &m.data.len);
-		if (r >= 0)
-			r = take(&c, m.data.len, &m.data.data);
+		r = bytes_decode(&c, &m.data.bits, &m.data.len, &m.data.data);
 		break;
 	case EB_MSG_EMPTY:
 	case EB_MSG_SLEEP:
@@ -382,21 +455,7 @@ int eb_msg_decode(const struct eb_frame *frame, struct eb_msg *ret)
 		}
 		break;
 	case EB_MSG_STATUS:
-		r = take_be64(&c, &m.status.pool_bits);
-		if (r >= 0)
-			r = take_be64(&c, &m.status.capacity_bits);
-		if (r >= 0)
-			r = take_be64(&c, &m.status.bits_in);
-		if (r >= 0)
-			r = take_be64(&c, &m.status.bits_out);
-		if (r >= 0)
-			r = take_be64(&c, &m.status.bytes_drbg);
-		if (r >= 0)
-			r = take_be32(&c, &m.status.sources);
-		if (r >= 0)
-			r = take_be32(&c, &m.status.sinks);
-		if (r >= 0)
-			r = take_be32(&c, &m.status.uptime_s);
+		r = status_decode(&c, &m.status);
 		break;
 	case EB_MSG_REPORT_REQ:
 	case EB_MSG_REPORT:
@@ -419,6 +478,32 @@ int eb_msg_decode(const struct eb_frame *frame, struct eb_msg *ret)
 	return 0;
 }
 
+static void hello_encode(struct writer *w, const struct eb_msg_hello *h)
+{
+	put_be16(w, h->version);
+	put_u8(w, h->roles);
+	put_zero(w, 1);
+	put_be32(w, h->claim_mbits_per_byte);
+	put_text(w, h->kind);
+	if (h->n_chain > 0) {
+		put_u8(w, h->n_chain);
+		for (unsigned i = 0; i < h->n_chain; i++)
+			put_be64(w, h->chain[i]);
+	}
+}
+
+static void status_encode(struct writer *w, const struct eb_msg_status *st)
+{
+	put_be64(w, st->pool_bits);
+	put_be64(w, st->capacity_bits);
+	put_be64(w, st->bits_in);
+	put_be64(w, st->bits_out);
+	put_be64(w, st->bytes_drbg);
+	put_be32(w, st->sources);
+	put_be32(w, st->sinks);
+	put_be32(w, st->uptime_s);
+}
+
 int eb_msg_encode(const struct eb_msg *msg, uint8_t *buf, size_t size)
 {
 	struct writer w;
@@ -439,16 +524,7 @@ int eb_msg_encode(const struct eb_msg *msg, uint8_t *buf, size_t size)
 
 	switch (msg->type) {
 	case EB_MSG_HELLO:
-		put_be16(&w, msg->hello.version);
-		put_u8(&w, msg->hello.roles);
-		put_zero(&w, 1);
-		put_be32(&w, msg->hello.claim_mbits_per_byte);
-		put_text(&w, msg->hello.kind);
-		if (msg->hello.n_chain > 0) {
-			put_u8(&w, msg->hello.n_chain);
-			for (unsigned i = 0; i < msg->hello.n_chain; i++)
-				put_be64(&w, msg->hello.chain[i]);
-		}
+		hello_encode(&w, &msg->hello);
 		break;
 	case EB_MSG_WELCOME:
 		put_be16(&w, msg->welcome.version);
@@ -489,14 +565,7 @@ int eb_msg_encode(const struct eb_msg *msg, uint8_t *buf, size_t size)
 		put_text(&w, msg->error.text);
 		break;
 	case EB_MSG_STATUS:
-		put_be64(&w, msg->status.pool_bits);
-		put_be64(&w, msg->status.capacity_bits);
-		put_be64(&w, msg->status.bits_in);
-		put_be64(&w, msg->status.bits_out);
-		put_be64(&w, msg->status.bytes_drbg);
-		put_be32(&w, msg->status.sources);
-		put_be32(&w, msg->status.sinks);
-		put_be32(&w, msg->status.uptime_s);
+		status_encode(&w, &msg->status);
 		break;
 	case EB_MSG_REPORT_REQ:
 	case EB_MSG_REPORT:
