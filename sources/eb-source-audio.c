@@ -292,6 +292,31 @@ static int parse_option(int c, const char *arg, void *userdata)
 	}
 }
 
+/* Opens path read-only and checks that it is an ALSA capture device: the fd, or a negative errno,
+ * logged. */
+static int open_capture(const char *path)
+{
+	_cleanup_close_ int fd = -EBADF;
+	struct snd_pcm_info info = {0};
+
+	/* Read-only: capture needs nothing else, and the unit allows nothing else. */
+	fd = open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return log_error_errno(errno, "Failed to open %s: %m", path);
+	if (ioctl(fd, SNDRV_PCM_IOCTL_INFO, &info) < 0)
+		return log_error_errno(errno, "%s is not an ALSA PCM device: %m", path);
+	if (info.stream != SNDRV_PCM_STREAM_CAPTURE) {
+		log_error("%s is a playback device; give a capture device (pcmC%dD%uc)", path,
+		          info.card, info.device);
+		return -ENODEV;
+	}
+	info.id[sizeof(info.id) - 1] = '\0';
+	info.name[sizeof(info.name) - 1] = '\0';
+	log_info("%s is card %d device %u, \"%s\" (%s)", path, info.card, info.device,
+	         (const char *)info.name, (const char *)info.id);
+	return TAKE_FD(fd);
+}
+
 int main(int argc, char *argv[])
 {
 	static const struct option options[] = {
@@ -318,7 +343,6 @@ int main(int argc, char *argv[])
 	struct args args = {.layout = {.format = EB_PCM_S16_LE, .channels = 2},
 	                    .rate = AUDIO_RATE_DEFAULT};
 	char path[PATH_MAX], kind[EB_KIND_MAX + 1], name[PATH_MAX + 16];
-	struct snd_pcm_info info = {0};
 	struct eb_source_stats st;
 	struct capture c;
 	int r;
@@ -353,25 +377,9 @@ int main(int argc, char *argv[])
 	if (eb_cli_source_client_new(&o, &p, "byte", &client) < 0)
 		return 2;
 
-	/* Read-only: capture needs nothing else, and the unit allows nothing else. */
-	fd = open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC);
-	if (fd < 0) {
-		log_error_errno(errno, "Failed to open %s: %m", path);
+	fd = open_capture(path);
+	if (fd < 0)
 		return 1;
-	}
-	if (ioctl(fd, SNDRV_PCM_IOCTL_INFO, &info) < 0) {
-		log_error_errno(errno, "%s is not an ALSA PCM device: %m", path);
-		return 1;
-	}
-	if (info.stream != SNDRV_PCM_STREAM_CAPTURE) {
-		log_error("%s is a playback device; give a capture device (pcmC%dD%uc)", path,
-		          info.card, info.device);
-		return 1;
-	}
-	info.id[sizeof(info.id) - 1] = '\0';
-	info.name[sizeof(info.name) - 1] = '\0';
-	log_info("%s is card %d device %u, \"%s\" (%s)", path, info.card, info.device,
-	         (const char *)info.name, (const char *)info.id);
 	c.fd = fd;
 	r = setup(&c, args.rate);
 	if (r < 0)
