@@ -34,6 +34,7 @@ static int parse_quota(struct conf_ctx *c, const char *value, void *field);
 static int parse_upstream_broker(struct conf_ctx *c, const char *value, void *field);
 static int parse_user_name(struct conf_ctx *c, const char *value, void *field);
 static int parse_draw_bits(struct conf_ctx *c, const char *value, void *field);
+static int parse_proxy_from(struct conf_ctx *c, const char *value, void *field);
 
 /* Every key the file may hold. A key not here is an error, so that a typo cannot silently leave
  * a default (say, an unlimited quota) in place. */
@@ -70,6 +71,9 @@ static const struct conf_item items[] = {
      offsetof(struct eb_conf, handshake_threads), false, "auto, or a number 0..64"},
     {CONF_SECTION_BROKER, "listen", parse_listen, offsetof(struct eb_conf, listen), true,
      "tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH or vsock://CID[:PORT]"},
+    {CONF_SECTION_BROKER, "proxy-protocol-from", parse_proxy_from,
+     offsetof(struct eb_conf, proxy_from), false,
+     "IP addresses or networks (192.0.2.1, 10.0.0.0/8, 2001:db8::/32), separated by commas"},
     {CONF_SECTION_USER, "role", parse_roles, offsetof(struct eb_user, roles), false,
      "a comma-separated list of source, sink, admin"},
     {CONF_SECTION_USER, "key-file", parse_key_file, offsetof(struct eb_user, key_file), false,
@@ -102,6 +106,7 @@ static const struct conf_item items[] = {
 
 _Static_assert(EB_CONF_LISTEN_MAX == 16, "parse_listen() names the limit");
 _Static_assert(EB_CONF_UPSTREAM_MAX == 16, "parse_upstream_broker() names the limit");
+_Static_assert(EB_CONF_PROXY_FROM_MAX == 16, "parse_proxy_from() names the limit");
 _Static_assert(ELEMENTSOF(items) <= 64, "ctx.seen has a bit per item");
 _Static_assert(ELEMENTSOF(items) <= CONF_ITEMS_MAX, "item_place too small");
 
@@ -473,6 +478,52 @@ static int parse_roles(struct conf_ctx *c, const char *value, void *field)
 			break;
 	}
 	*(unsigned *)field = roles;
+	return 0;
+}
+
+/* A comma-separated list of addresses and networks, none twice; nothing at all (a drop-in's
+ * "proxy-protocol-from =") takes none. A later file's list replaces an earlier one whole. */
+static int parse_proxy_from(struct conf_ctx *c, const char *value, void *field)
+{
+	struct eb_cidr got[EB_CONF_PROXY_FROM_MAX];
+	const char *p = value + strspn(value, " \t");
+	unsigned n = 0;
+	int r;
+
+	while (*p != '\0') { /* once per item; list_step() ends it, or refuses a trailing comma */
+		char one[EB_CIDR_STRING_MAX + 1];
+		size_t len;
+
+		p += strspn(p, " \t");
+		len = strcspn(p, ", \t");
+		if (len == 0 || len >= sizeof(one))
+			return -EINVAL;
+		if (n >= EB_CONF_PROXY_FROM_MAX) {
+			c->reason = "too many addresses (at most 16)";
+			return -E2BIG;
+		}
+		memcpy(one, p, len);
+		one[len] = '\0';
+		r = eb_cidr_parse(one, &got[n]);
+		if (r < 0)
+			return r;
+		for (unsigned i = 0; i < n; i++)
+			if (memcmp(&got[i], &got[n], sizeof(got[n])) == 0) {
+				c->reason = "an address is listed twice";
+				return -EEXIST;
+			}
+		n++;
+		p += len;
+		r = list_step(&p);
+		if (r < 0)
+			return r;
+		if (r > 0)
+			break;
+		if (*(p + strspn(p, " \t")) == '\0')
+			return -EINVAL;
+	}
+	memcpy(field, got, n * sizeof(got[0]));
+	c->conf->n_proxy_from = n;
 	return 0;
 }
 

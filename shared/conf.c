@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cidr.h"
 #include "conf-internal.h"
 #include "inifile.h"
 #include "key.h"
@@ -522,6 +523,14 @@ int eb_conf_load_keys(struct eb_conf *conf, char **ret_error)
 		all[strlen(all) - 1] = '\0'; /* the last line's '\n' */
 	set_error(ret_error, TAKE_PTR(all));
 	return r;
+}
+
+bool eb_conf_proxy_trusted(const struct eb_conf *conf, const struct sockaddr *peer)
+{
+	for (unsigned i = 0; i < conf->n_proxy_from; i++)
+		if (eb_cidr_match(&conf->proxy_from[i], peer))
+			return true;
+	return false;
 }
 
 const struct eb_user *eb_conf_find_user(const struct eb_conf *conf, const char *name)

@@ -5,8 +5,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
+#include "cidr.h"
 #include "key.h"
 
 #define EB_CONF_DEFAULT_PATH "/etc/entropy-broker/eb-brokerd.conf"
@@ -15,6 +17,8 @@
 #define EB_CONF_UPSTREAM_MAX 16
 /* unix-uid= and unix-gid= each name at most this many accounts. */
 #define EB_CONF_UNIX_IDS_MAX 16
+/* proxy-protocol-from= names at most this many addresses or networks. */
+#define EB_CONF_PROXY_FROM_MAX 16
 
 struct eb_user {
 	char *name;
@@ -69,6 +73,10 @@ struct eb_conf {
 	int handshake_threads; /* default -1 (auto: one per CPU, none on one); 0: on the loop */
 	char *listen[EB_CONF_LISTEN_MAX];
 	unsigned n_listen;
+	/* The load balancers whose TCP connections start with a PROXY protocol header naming the
+	 * client; none by default. */
+	struct eb_cidr proxy_from[EB_CONF_PROXY_FROM_MAX];
+	unsigned n_proxy_from;
 	struct eb_user *users;
 	unsigned n_users;
 	struct eb_conf_upstream upstream;
@@ -96,6 +104,9 @@ int eb_conf_load_keys(struct eb_conf *conf, char **ret_error);
 int eb_conf_new_default(struct eb_conf **ret);
 
 struct eb_conf *eb_conf_free(struct eb_conf *conf); /* wipes keys; accepts NULL */
+
+/* Whether a TCP peer is one of proxy-protocol-from=, and so must send a PROXY header. */
+bool eb_conf_proxy_trusted(const struct eb_conf *conf, const struct sockaddr *peer);
 
 const struct eb_user *eb_conf_find_user(const struct eb_conf *conf, const char *name);
 /* The user a unix peer is: the one that maps its uid; else the one that maps its primary gid;

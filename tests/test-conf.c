@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE 1 /* asprintf() */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -107,6 +110,7 @@ static void check_defaults(const struct eb_conf *conf)
 	assert_int_equal(conf->frame_timeout_s, 30);
 	assert_int_equal(conf->handshake_threads, EB_CONF_HANDSHAKE_THREADS_AUTO);
 	assert_int_equal(conf->n_listen, 0);
+	assert_int_equal(conf->n_proxy_from, 0);
 }
 
 static void test_defaults(void **state)
@@ -446,6 +450,22 @@ static void test_errors_values(void **state)
 	    {"listen", "unix:relative",
 	     "tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH or vsock://CID[:PORT]"},
 	    {"listen", "", "tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH or vsock://CID[:PORT]"},
+	    {"proxy-protocol-from", "10.1.2.3/8",
+	     "IP addresses or networks (192.0.2.1, 10.0.0.0/8, 2001:db8::/32), separated by commas"},
+	    {"proxy-protocol-from", "haproxy.example",
+	     "IP addresses or networks (192.0.2.1, 10.0.0.0/8, 2001:db8::/32), separated by commas"},
+	    {"proxy-protocol-from", "127.0.0.1,",
+	     "IP addresses or networks (192.0.2.1, 10.0.0.0/8, 2001:db8::/32), separated by commas"},
+	    {"proxy-protocol-from", ",127.0.0.1",
+	     "IP addresses or networks (192.0.2.1, 10.0.0.0/8, 2001:db8::/32), separated by commas"},
+	    {"proxy-protocol-from", "127.0.0.1,,::1",
+	     "IP addresses or networks (192.0.2.1, 10.0.0.0/8, 2001:db8::/32), separated by commas"},
+	    {"proxy-protocol-from", "127.0.0.1 ::1",
+	     "IP addresses or networks (192.0.2.1, 10.0.0.0/8, 2001:db8::/32), separated by commas"},
+	    {"proxy-protocol-from", "[::1]",
+	     "IP addresses or networks (192.0.2.1, 10.0.0.0/8, 2001:db8::/32), separated by commas"},
+	    {"proxy-protocol-from", "::1/129",
+	     "IP addresses or networks (192.0.2.1, 10.0.0.0/8, 2001:db8::/32), separated by commas"},
 	};
 	static const struct {
 		const char *key, *value, *expected;
@@ -510,6 +530,23 @@ static void test_errors_values(void **state)
 	    "[user a]\nrole = sink\nunix-gid = 4, 5\n[user b]\nrole = sink\nunix-gid = 6, 5\n", 4,
 	    "[user b] has unix-gid 5, which [user a] on line 1 has already");
 
+	expect_error("[broker]\nproxy-protocol-from = 127.0.0.1, 10.0.0.0/8, 127.0.0.1\n", 2,
+	             "invalid value \"127.0.0.1, 10.0.0.0/8, 127.0.0.1\" for proxy-protocol-from: "
+	             "an address is listed twice");
+	{
+		char value[400] = "10.0.0.1", many[512], big[600];
+
+		/* 17 addresses, one too many (and the line still short enough). */
+		for (int i = 2; i <= 17; i++)
+			snprintf(value + strlen(value), sizeof(value) - strlen(value), ",10.0.0.%d",
+			         i);
+		snprintf(many, sizeof(many), "[broker]\nproxy-protocol-from = %s\n", value);
+		snprintf(
+		    big, sizeof(big),
+		    "invalid value \"%s\" for proxy-protocol-from: too many addresses (at most 16)",
+		    value);
+		expect_error(many, 2, big);
+	}
 	expect_error("[broker]\nlisten = unix:/a\nlisten = tcp://h\nlisten = tcp://h:55225\n", 4,
 	             "invalid value \"tcp://h:55225\" for listen: this address is already listed");
 	{
@@ -637,6 +674,52 @@ static void test_dropin_override(void **state)
 	assert_string_equal(u->name, "mine");
 	assert_non_null(eb_conf_find_user(conf, "keep"));
 	assert_int_equal(conf->n_users, 3);
+}
+
+static bool trusted(const struct eb_conf *conf, int family, const char *addr)
+{
+	struct sockaddr_storage ss = {.ss_family = (sa_family_t)family};
+	void *a = family == AF_INET ? (void *)&((struct sockaddr_in *)&ss)->sin_addr
+	                            : (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr;
+
+	assert_int_equal(inet_pton(family, addr, a), 1);
+	return eb_conf_proxy_trusted(conf, (struct sockaddr *)&ss);
+}
+
+static void test_proxy_from(void **state)
+{
+	_cleanup_(eb_conf_freep) struct eb_conf *conf = NULL;
+	_cleanup_free_ char *d1 = NULL, *main_path = NULL;
+	const char *files[2];
+	char *error = NULL;
+
+	(void)state;
+	conf = load_ok("[broker]\nproxy-protocol-from = 127.0.0.1 , 10.0.0.0/8,2001:db8::/32\n");
+	assert_int_equal(conf->n_proxy_from, 3);
+	assert_true(trusted(conf, AF_INET, "127.0.0.1"));
+	assert_false(trusted(conf, AF_INET, "127.0.0.2"));
+	assert_true(trusted(conf, AF_INET, "10.20.30.40"));
+	assert_true(trusted(conf, AF_INET6, "::ffff:10.20.30.40"));
+	assert_true(trusted(conf, AF_INET6, "2001:db8:5::1"));
+	assert_false(trusted(conf, AF_INET6, "::1"));
+	eb_conf_free(conf);
+
+	/* Nothing is none: a drop-in may turn it off. */
+	conf = load_ok("[broker]\nproxy-protocol-from =\n");
+	assert_int_equal(conf->n_proxy_from, 0);
+	assert_false(trusted(conf, AF_INET, "127.0.0.1"));
+	eb_conf_free(conf);
+	conf = NULL;
+
+	/* A later file's list replaces an earlier one's whole. */
+	d1 = write_in("p", "10-lb.conf", "[broker]\nproxy-protocol-from = 192.0.2.1, 192.0.2.2\n");
+	main_path = write_in("p", "main.conf", "[broker]\nproxy-protocol-from = 198.51.100.7\n");
+	files[0] = d1, files[1] = main_path;
+	if (eb_conf_load_files(files, 2, &conf, &error) < 0)
+		fail_msg("%s", error ? error : "load failed");
+	assert_int_equal(conf->n_proxy_from, 1);
+	assert_false(trusted(conf, AF_INET, "192.0.2.1"));
+	assert_true(trusted(conf, AF_INET, "198.51.100.7"));
 }
 
 static void test_dropin_errors(void **state)
@@ -887,7 +970,7 @@ int main(void)
 	    cmocka_unit_test(test_errors_validation), cmocka_unit_test(test_dropin_order),
 	    cmocka_unit_test(test_dropin_override),   cmocka_unit_test(test_dropin_errors),
 	    cmocka_unit_test(test_unix_peer),         cmocka_unit_test(test_keys),
-	    cmocka_unit_test(test_errors_all),
+	    cmocka_unit_test(test_errors_all),        cmocka_unit_test(test_proxy_from),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
