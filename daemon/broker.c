@@ -20,6 +20,7 @@
 #include "listen.h"
 #include "log.h"
 #include "pool.h"
+#include "proxied.h"
 #include "seedfile.h"
 #include "session.h"
 #include "tls.h"
@@ -579,6 +580,7 @@ struct broker *broker_free(struct broker *b)
 	b->upstream = upstream_free(b->upstream);
 	for (struct registry_entry *e; (e = registry_any(&b->registry));)
 		session_free(session_of(e));
+	proxied_free_all(b);
 	/* After the sessions: a handshake still on a worker is freed as the workers stop. */
 	b->workers = workers_free(b->workers);
 	listeners_free(b);

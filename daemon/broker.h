@@ -70,6 +70,8 @@ struct broker {
 
 	/* Every session and every count of them: written by registry.c alone. */
 	struct registry registry;
+	struct eb_list proxied; /* of proxied.node: waiting for a PROXY header (proxied.c) */
+	unsigned n_proxied;
 	struct eb_ratelimit peer_log[_PEER_LOG_MAX];
 
 	/* DRBG mode reseeds from the pool at most once per SCHEDULER_DRBG_RESEED_USEC. */

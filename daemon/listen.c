@@ -8,15 +8,22 @@
 #include "broker.h"
 #include "listeners.h"
 #include "log.h"
+#include "proxied.h"
 #include "session.h"
 #include "uri.h"
 
 static void on_accept(struct eb_listener *l, int fd, void *userdata)
 {
 	struct broker *b = userdata;
+	struct sockaddr_storage balancer;
 	struct session *s;
 	int r;
 
+	/* A listed load balancer's client is known only once its PROXY header is in. */
+	if (l->tls && proxied_expected(b, fd, &balancer)) {
+		proxied_new(b, fd, &balancer, l->name);
+		return;
+	}
 	/* session_new() applies the limits and refuses, with a log line, what is over. */
 	r = session_new(b, fd, l->tls, l->name, &s);
 	if (r < 0)

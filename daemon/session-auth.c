@@ -17,6 +17,7 @@
 #include "broker.h"
 #include "conn.h"
 #include "log.h"
+#include "proxy.h"
 #include "session-internal.h"
 #include "session.h"
 
@@ -71,43 +72,72 @@ static const char *account_text(bool user, uint32_t id, char *buf, size_t size)
 	return buf;
 }
 
+/* An IP peer's address, as text ("192.0.2.1:40000", "[2001:db8::1]:40000") into buf, and as
+ * what its per-address limits count (an IPv4 address, an IPv6 /64) into *ret. */
+static void describe_ip(const struct sockaddr_storage *ss, char *buf, size_t size,
+                        struct peer_addr *ret)
+{
+	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+	const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+	char addr[INET6_ADDRSTRLEN] = "?";
+
+	if (ss->ss_family == AF_INET) {
+		inet_ntop(AF_INET, &in->sin_addr, addr, sizeof(addr));
+		snprintf(buf, size, "%s:%u", addr, ntohs(in->sin_port));
+		ret->family = AF_INET;
+		memcpy(ret->bytes, &in->sin_addr, 4);
+		return;
+	}
+	inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof(addr));
+	snprintf(buf, size, "[%s]:%u", addr, ntohs(in6->sin6_port));
+	/* An IPv4 peer on a dual-stack socket is one address, not a share of a /64. */
+	if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+		ret->family = AF_INET;
+		memcpy(ret->bytes, in6->sin6_addr.s6_addr + 12, 4);
+	} else {
+		ret->family = AF_INET6;
+		memcpy(ret->bytes, in6->sin6_addr.s6_addr, 8);
+	}
+}
+
+void session_describe_proxied(struct session *s, const struct sockaddr_storage *client,
+                              const struct sockaddr_storage *balancer, const char *listener,
+                              struct peer_addr *ret_addr)
+{
+	char c[INET6_ADDRSTRLEN + 10], v[INET6_ADDRSTRLEN + 10];
+	struct peer_addr ignored;
+
+	if (!client) {
+		/* The balancer's own connection: it is the peer, and its limits are its own. */
+		describe_ip(balancer, v, sizeof(v), ret_addr);
+		snprintf(s->peer, sizeof(s->peer), "%s %s (PROXY LOCAL)", listener, v);
+		return;
+	}
+	/* The client counts for every limit, and leads every line that names the session; the
+	 * balancer follows, without its port, for an administrator who looks for it. */
+	describe_ip(client, c, sizeof(c), ret_addr);
+	describe_ip(balancer, v, sizeof(v), &ignored);
+	*strrchr(v, ':') = '\0';
+	snprintf(s->peer, sizeof(s->peer), "%s %s via %s", listener, c, v);
+}
+
 void session_describe_peer(struct session *s, int fd, const char *listener,
                            struct peer_addr *ret_addr)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
-	char addr[INET6_ADDRSTRLEN] = "?";
+	char addr[INET6_ADDRSTRLEN + 16];
 
 	if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0) {
 		snprintf(s->peer, sizeof(s->peer), "%s peer", listener);
 		return;
 	}
 	switch (ss.ss_family) {
-	case AF_INET: {
-		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-
-		inet_ntop(AF_INET, &in->sin_addr, addr, sizeof(addr));
-		snprintf(s->peer, sizeof(s->peer), "%s %s:%u", listener, addr, ntohs(in->sin_port));
-		ret_addr->family = AF_INET;
-		memcpy(ret_addr->bytes, &in->sin_addr, 4);
+	case AF_INET:
+	case AF_INET6:
+		describe_ip(&ss, addr, sizeof(addr), ret_addr);
+		snprintf(s->peer, sizeof(s->peer), "%s %s", listener, addr);
 		break;
-	}
-	case AF_INET6: {
-		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-
-		inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof(addr));
-		snprintf(s->peer, sizeof(s->peer), "%s [%s]:%u", listener, addr,
-		         ntohs(in6->sin6_port));
-		/* An IPv4 peer on a dual-stack socket is one address, not a share of a /64. */
-		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
-			ret_addr->family = AF_INET;
-			memcpy(ret_addr->bytes, in6->sin6_addr.s6_addr + 12, 4);
-		} else {
-			ret_addr->family = AF_INET6;
-			memcpy(ret_addr->bytes, in6->sin6_addr.s6_addr, 8);
-		}
-		break;
-	}
 	case AF_VSOCK: {
 		struct sockaddr_vm *vm = (struct sockaddr_vm *)&ss;
 
@@ -271,6 +301,18 @@ int session_handshake(struct session *s)
 	return session_handshake_result(s, eb_conn_handshake(s->conn));
 }
 
+/* Whether a peer that did not speak TLS began with a PROXY protocol header: a load balancer the
+ * configuration does not name. */
+static bool sent_proxy_header(struct session *s)
+{
+	uint8_t first[EB_CONN_FIRST_HEADER_SIZE];
+	struct eb_proxy_header h;
+
+	if (!eb_conn_first_header(s->conn, first))
+		return false;
+	return eb_proxy_parse(first, sizeof(first), &h) == -EAGAIN;
+}
+
 int session_handshake_result(struct session *s, int r)
 {
 	struct broker *b = s->broker;
@@ -297,6 +339,11 @@ int session_handshake_result(struct session *s, int r)
 			    b, PEER_LOG_RECORDS, LOG_WARNING,
 			    "Refusing %s: more than %u TLS records before its handshake was done (tiny records?)",
 			    s->peer, EB_CONN_HANDSHAKE_RECORDS_MAX);
+		else if (f == EB_CONN_FAIL_NOT_TLS && sent_proxy_header(s))
+			log_peer_refused(
+			    b, PEER_LOG_HANDSHAKE, LOG_WARNING,
+			    "Refusing %s: it sent a PROXY protocol header, but is not in proxy-protocol-from= (add the load balancer's address there)",
+			    s->peer);
 		else
 			log_peer_refused(b, PEER_LOG_HANDSHAKE, LOG_WARNING, "Refusing %s: %s (%s)",
 			                 s->peer, eb_conn_failure_to_string(f),

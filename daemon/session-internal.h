@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "broker.h"
 #include "conf.h"
@@ -43,6 +44,11 @@ void session_pump(struct session *s);
  * when it has none). */
 void session_describe_peer(struct session *s, int fd, const char *listener,
                            struct peer_addr *ret_addr);
+/* The same for a client a load balancer's PROXY header named (NULL: a LOCAL header, the balancer
+ * speaking for itself); both addresses are AF_INET or AF_INET6. */
+void session_describe_proxied(struct session *s, const struct sockaddr_storage *client,
+                              const struct sockaddr_storage *balancer, const char *listener,
+                              struct peer_addr *ret_addr);
 /* Maps a plain unix peer to its user by SO_PEERCRED: -EACCES for nobody, -EBUSY at the user's
  * max-sessions. */
 int session_identify_unix(struct session *s);

@@ -373,8 +373,14 @@ static void handshake_offload(struct session *s)
 }
 
 /* A session built for fd, in no state yet: counted nowhere, known to no other session. */
+/* The client and balancer of a connection that began with a PROXY header (proxied.c). */
+struct session_via {
+	const struct sockaddr_storage *client; /* NULL: a LOCAL header */
+	const struct sockaddr_storage *balancer;
+};
+
 static int session_build(struct broker *b, int fd, bool tls, const char *listener,
-                         struct session **ret)
+                         const struct session_via *via, struct session **ret)
 {
 	struct peer_addr addr = {};
 	struct session *s;
@@ -387,7 +393,10 @@ static int session_build(struct broker *b, int fd, bool tls, const char *listene
 	}
 	s->broker = b;
 	s->listener = listener;
-	session_describe_peer(s, fd, listener, &addr);
+	if (via)
+		session_describe_proxied(s, via->client, via->balancer, listener, &addr);
+	else
+		session_describe_peer(s, fd, listener, &addr);
 	registry_entry_init(&s->reg, !tls, &addr, broker_now(b));
 	r = eb_conn_new(fd, tls ? b->tls : NULL, true, false, &s->conn);
 	if (r < 0) {
@@ -463,7 +472,7 @@ static void make_way(struct broker *b, struct session *victim)
 
 /* Builds the session, then asks the registry whether it may join; only then is it counted. */
 static int session_accept(struct broker *b, int fd, bool tls, const char *listener,
-                          struct session **ret)
+                          const struct session_via *via, struct session **ret)
 {
 	const struct registry_limits limits = {
 	    .max_sessions = b->conf->max_sessions,
@@ -477,7 +486,7 @@ static int session_accept(struct broker *b, int fd, bool tls, const char *listen
 	int r;
 
 	*ret = NULL;
-	r = session_build(b, fd, tls, listener, &s);
+	r = session_build(b, fd, tls, listener, via, &s);
 	if (r < 0)
 		return r;
 	if (tls && s->reg.hs.addr.family == 0) {
@@ -522,10 +531,21 @@ static int session_accept(struct broker *b, int fd, bool tls, const char *listen
 
 int session_new(struct broker *b, int fd, bool tls, const char *listener, struct session **ret)
 {
-	int r = session_accept(b, fd, tls, listener, ret);
+	int r = session_accept(b, fd, tls, listener, NULL, ret);
 
 	/* The session just made, if it was refused, is the newest closing one: never the oldest,
 	 * since max-lingering is at least 1. */
+	trim_lingering(b);
+	return r;
+}
+
+int session_new_proxied(struct broker *b, int fd, const char *listener,
+                        const struct sockaddr_storage *client,
+                        const struct sockaddr_storage *balancer, struct session **ret)
+{
+	const struct session_via via = {.client = client, .balancer = balancer};
+	int r = session_accept(b, fd, true, listener, &via, ret);
+
 	trim_lingering(b);
 	return r;
 }

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <systemd/sd-event.h>
@@ -91,6 +92,12 @@ struct session {
  * limit is refused here: a local one with an ERROR (busy), a network one by closing the
  * connection before the handshake. *ret is NULL then, and also when the session ended at once. */
 int session_new(struct broker *b, int fd, bool tls, const char *listener, struct session **ret);
+/* The same for a TLS connection whose PROXY header (proxied.c) named its client (NULL: a LOCAL
+ * header, the balancer's own connection): the client is the peer for every limit and log line,
+ * and the balancer is named after it. */
+int session_new_proxied(struct broker *b, int fd, const char *listener,
+                        const struct sockaddr_storage *client,
+                        const struct sockaddr_storage *balancer, struct session **ret);
 void session_free(struct session *s);
 
 static inline struct session *session_from_get(struct sched_request *r)

@@ -31,6 +31,9 @@ struct eb_conn {
 	/* What a server's peer sent (on_message()): records since eb_conn_take_records(), records
 	 * before the handshake was done, handshake messages after it. */
 	unsigned records, handshake_records, post_handshake;
+	/* The peer's first record header: what its first bytes were, had they been TLS. */
+	uint8_t first_header[EB_CONN_FIRST_HEADER_SIZE];
+	bool have_first_header;
 	char tls_error[160];
 	int cancel_fd; /* eb_conn_set_cancel(); -EBADF: none */
 	short cancel_events;
@@ -55,10 +58,14 @@ static void on_message(int write_p, int version, int content_type, const void *b
 {
 	struct eb_conn *c = arg;
 
-	(void)version, (void)buf, (void)len, (void)ssl;
+	(void)version, (void)ssl;
 	if (write_p)
 		return;
 	if (content_type == SSL3_RT_HEADER) {
+		if (!c->have_first_header && len == sizeof(c->first_header)) {
+			memcpy(c->first_header, buf, len);
+			c->have_first_header = true;
+		}
 		c->records++;
 		/* A ClientHello and a Finished need a few records: one-byte records cost the
 		 * server a record's work per byte. */
@@ -375,6 +382,14 @@ const char *eb_conn_offered_identity(const struct eb_conn *c)
 	const struct eb_tls_peer *peer = c->ssl ? eb_tls_peer(c->ssl) : NULL;
 
 	return peer ? peer->identity : "";
+}
+
+bool eb_conn_first_header(const struct eb_conn *c, uint8_t ret[static EB_CONN_FIRST_HEADER_SIZE])
+{
+	if (!c->have_first_header)
+		return false;
+	memcpy(ret, c->first_header, sizeof(c->first_header));
+	return true;
 }
 
 enum eb_conn_failure eb_conn_failure(const struct eb_conn *c)

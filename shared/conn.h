@@ -75,6 +75,11 @@ uint64_t eb_conn_key_tag(const struct eb_conn *c);
 /* The identity the peer offered, known or not, printable (server side; "" if none). */
 const char *eb_conn_offered_identity(const struct eb_conn *c);
 enum eb_conn_failure eb_conn_failure(const struct eb_conn *c);
+/* A server's peer's first 5 bytes, as OpenSSL read them for a TLS record header, so that a
+ * refusal can say what the peer spoke instead (a load balancer's PROXY header); false when
+ * none were read. */
+#define EB_CONN_FIRST_HEADER_SIZE 5
+bool eb_conn_first_header(const struct eb_conn *c, uint8_t ret[static EB_CONN_FIRST_HEADER_SIZE]);
 const char *eb_conn_failure_to_string(enum eb_conn_failure f);
 /* The last TLS library error as text, for a log line ("" if none). */
 const char *eb_conn_tls_error(const struct eb_conn *c);
