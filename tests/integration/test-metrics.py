@@ -108,7 +108,18 @@ def test():
               "OpenMetrics when asked: counters' families without _total, # EOF, the same samples")
         status, head, body = http(mport, b"HEAD /metrics HTTP/1.0\r\n\r\n")
         check(status == 200 and body == "" and "Content-Length: " in head, "HEAD /metrics: the head alone")
-        check(http(mport, b"GET / HTTP/1.1\r\n\r\n")[0] == 404, "GET / is 404")
+        check(http(mport, b"GET /nothing HTTP/1.1\r\n\r\n")[0] == 404, "GET /nothing is 404")
+        # The status page and its data (test-status-page.py looks at the page in browsers).
+        status, head, page = http(mport, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(status == 200 and "Content-Type: text/html; charset=utf-8" in head
+              and "Content-Security-Policy: default-src 'none';" in head
+              and page.startswith("<!DOCTYPE html>") and "<h2>Sources</h2>" in page,
+              "GET / is the status page, under a policy that loads and runs nothing")
+        status, head, body = http(mport, b"GET /history.json HTTP/1.1\r\nHost: x\r\n\r\n")
+        hist = json.loads(body) if status == 200 else {}
+        check("Content-Type: application/json" in head and hist.get("broker_up") is True
+              and hist["broker"]["capacity_bits"] == 1048576,
+              "GET /history.json is the page's data as JSON")
         status, head, _ = http(mport, b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
         check(status == 405 and "Allow: GET, HEAD" in head, "POST is 405 with Allow")
         check(http(mport, b"nonsense\r\n\r\n")[0] == 400, "a malformed request line is 400")
@@ -192,6 +203,12 @@ def test():
         status, _, body = http(mport, b"GET /metrics HTTP/1.1\r\n\r\n")
         check(status == 200 and metrics(body) == {"eb_broker_up": 0.0},
               f"without a broker, eb_broker_up 0 alone: {body!r}")
+        status, _, page = http(mport, b"GET / HTTP/1.1\r\n\r\n")
+        check(status == 200 and "The broker did not answer:" in page,
+              "without a broker, the page says so")
+        status, _, body = http(mport, b"GET /history.json HTTP/1.1\r\n\r\n")
+        check(status == 200 and json.loads(body)["broker_up"] is False,
+              f"without a broker, history.json says broker_up false: {body!r}")
     finally:
         stop(prom)
         stop(exporter)
