@@ -34,7 +34,7 @@ static const char style[] =
     "figure{margin:0;flex:1 1 440px;background:#fff;border:1px solid #d0d7de;border-radius:6px;"
     "padding:8px}figure img{width:100%;height:auto;display:block}"
     "figcaption{font-weight:600;margin-bottom:4px}"
-    ".key{font-size:.85em;color:#57606a}.key i{display:inline-block;width:12px;height:12px;"
+    ".key{font-size:.85em;color:#57606a}.key span{white-space:nowrap}.key i{display:inline-block;width:12px;height:12px;"
     "vertical-align:middle;margin:0 4px 0 10px;border-radius:2px}"
     ".scroll{overflow-x:auto}"
     "table{border-collapse:collapse;background:#fff;width:100%;font-size:.92em}"
@@ -135,10 +135,11 @@ static void summary(FILE *f, const struct view *v)
 
 	if (!gmtime_r(&now, &tm) || strftime(b, sizeof(b), "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
 		snprintf(b, sizeof(b), "?");
-	fprintf(f,
-	        "<h1>Entropy broker</h1>\n<p class=\"meta\">id <code>%016" PRIx64
-	        "</code> &middot; version ",
-	        v->broker_id);
+	fputs("<h1>Entropy broker</h1>\n<p class=\"meta\">", f);
+	/* A broker that does not say its id has none shown. */
+	if (v->broker_id)
+		fprintf(f, "id <code>%016" PRIx64 "</code> &middot; ", v->broker_id);
+	fputs("version ", f);
 	html_escape(f, v->version);
 	fprintf(f, " &middot; up %s &middot; read %s</p>\n", duration(st->uptime_s, a), b);
 	fprintf(f, "<p><b>Pool: %s of ", grouped(st->pool_bits, g));
@@ -239,7 +240,7 @@ static int chart_data_load(struct chart_data *d, const struct view_series *h)
 
 static void key(FILE *f, const char *colour, const char *what)
 {
-	fprintf(f, "<i style=\"background:%s\"></i>%s", colour, what);
+	fprintf(f, "<span><i style=\"background:%s\"></i>%s</span> ", colour, what);
 }
 
 static void charts(FILE *f, const struct view *v, enum view_window w)
