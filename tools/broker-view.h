@@ -3,6 +3,7 @@
  * tables, and the pool's history, over the admin protocol. */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,7 +36,7 @@ enum view_window {
 	VIEW_HOUR,
 	VIEW_DAY,
 	_VIEW_WINDOW_MAX,
-	_VIEW_WINDOW_INVALID = -22,
+	_VIEW_WINDOW_INVALID = -EINVAL,
 };
 
 struct view {

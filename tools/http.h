@@ -3,6 +3,7 @@
  * response with Connection: close. */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,7 +16,7 @@ enum http_route {
 	HTTP_ROUTE_PAGE,         /* /: the status page */
 	HTTP_ROUTE_HISTORY_JSON, /* /history.json: the page's data for scripts */
 	_HTTP_ROUTE_MAX,
-	_HTTP_ROUTE_INVALID = -22,
+	_HTTP_ROUTE_INVALID = -EINVAL,
 };
 
 struct http_request {
