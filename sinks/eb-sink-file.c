@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include "cli.h"
 #include "io.h"
 #include "log.h"
+#include "sink.h"
 #include "time-util.h"
 
 /* Requests in flight: two keep the broker busy while we write the previous answer. */
@@ -188,15 +190,92 @@ static int parse_args(int argc, char *argv[], struct eb_client_options *o)
 	return EB_CLI_CONTINUE;
 }
 
+/* What the run has done: bytes written, and whether it ended for want of a broker. */
+struct sink_file {
+	int fd;
+	uint64_t written;
+	size_t chunk;
+	bool unreachable;
+};
+
+/* What is left to ask for, a chunk at a time. No reader, no drawing: the broker's entropy is not
+ * spent on an empty room. */
+static size_t want(void *userdata, struct eb_client *c, uint64_t in_flight)
+{
+	struct sink_file *f = userdata;
+	uint64_t left = arg_bytes - f->written;
+
+	(void)c;
+	if (left <= in_flight)
+		return 0;
+	if (arg_fifo && f->fd < 0 && fifo_open(arg_fifo, &f->fd) < 0)
+		return 0; /* logged; the run ends, and a FIFO's always fails */
+	return (size_t)MIN(left - in_flight, (uint64_t)f->chunk);
+}
+
+static int take(void *userdata, struct eb_client *c, const uint8_t *buf, size_t len, uint32_t bits)
+{
+	struct sink_file *f = userdata;
+	int r;
+
+	if (arg_mode == EB_GET_FULL && bits < len * 8) {
+		log_error("Broker %s sent %zu bytes carrying only %u bits; refusing to write them",
+		          eb_client_broker(c), len, bits);
+		return -EBADMSG;
+	}
+	r = arg_fifo ? fifo_write(&f->fd, buf, len) : eb_write_all(f->fd, buf, len);
+	if (r < 0 && !arg_fifo)
+		log_error_errno(r, "Failed to write %s: %m",
+		                arg_output ? arg_output : "standard output");
+	if (r < 0)
+		return r;
+	f->written += len;
+	return f->written >= arg_bytes ? EB_SINK_DONE : 0;
+}
+
+static void on_event(void *userdata, struct eb_client *c, enum eb_sink_event e, int r, unsigned ms)
+{
+	struct sink_file *f = userdata;
+
+	if (e == EB_SINK_UNREACHABLE)
+		f->unreachable = true;
+	eb_sink_log_event(c, e, r, ms);
+}
+
+static const struct eb_sink_ops sink_ops = {.want = want, .take = take, .event = on_event};
+
+/* Opens where the bytes go: the file, standard output, or (later, when a reader comes) the
+ * FIFO. The exit code on failure, or EB_CLI_CONTINUE. */
+static int open_output(struct sink_file *f, struct eb_sink_params *p)
+{
+	if (arg_fifo) {
+		if (fifo_prepare(arg_fifo) < 0)
+			return 2;
+		/* A reader that leaves is EPIPE, not a fatal signal. */
+		signal(SIGPIPE, SIG_IGN);
+		arg_bytes = UINT64_MAX;
+		p->window = 1;
+		f->chunk = FIFO_CHUNK;
+		f->fd = -EBADF;
+		log_info("Feeding FIFO %s", arg_fifo);
+	}
+	if (arg_output) {
+		f->fd = open(arg_output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0600);
+		if (f->fd < 0) {
+			log_error_errno(errno, "Failed to open %s: %m", arg_output);
+			return 1;
+		}
+	}
+	return EB_CLI_CONTINUE;
+}
+
 int main(int argc, char *argv[])
 {
 	struct eb_client_options o = {.roles = EB_ROLE_SINK, .kind = "file"};
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
-	static uint8_t buf[EB_DATA_MAX];
-	uint64_t written = 0, requested = 0, deadline = 0;
-	size_t in_flight[WINDOW], chunk = CHUNK;
-	unsigned n_in_flight = 0, window = WINDOW;
-	int fd = STDOUT_FILENO, r;
+	struct eb_sink_params p = {.mode = EB_GET_FULL, .window = WINDOW};
+	struct sink_file f = {.fd = STDOUT_FILENO, .chunk = CHUNK};
+	int r;
 
 	log_setup(argv[0]);
 	r = parse_args(argc, argv, &o);
@@ -205,122 +284,28 @@ int main(int argc, char *argv[])
 	if (eb_cli_client_new(&o, &client) < 0)
 		return 2;
 	eb_cli_client_watch(client);
+	p.mode = arg_mode;
 	if (arg_timeout_s > 0) {
-		deadline = eb_now_ms() + arg_timeout_s * 1000;
+		p.deadline_ms = eb_now_ms() + arg_timeout_s * 1000;
 		/* Every wait of the client ends there too, whatever the broker sends. */
-		eb_client_set_deadline(client, deadline);
+		eb_client_set_deadline(client, p.deadline_ms);
 	}
+	r = open_output(&f, &p);
+	if (r != EB_CLI_CONTINUE)
+		return r;
+
+	r = eb_sink_run(client, &p, &sink_ops, &f);
+	if (r == -ETIMEDOUT && !f.unreachable)
+		log_error("Timed out after writing %" PRIu64 " of %llu bytes", f.written,
+		          arg_bytes);
 	if (arg_fifo) {
-		if (fifo_prepare(arg_fifo) < 0)
-			return 2;
-		/* A reader that leaves is EPIPE, not a fatal signal. */
-		signal(SIGPIPE, SIG_IGN);
-		arg_bytes = UINT64_MAX;
-		window = 1;
-		chunk = FIFO_CHUNK;
-		fd = -EBADF;
-		log_info("Feeding FIFO %s", arg_fifo);
-	}
-	if (arg_output) {
-		fd = open(arg_output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0600);
-		if (fd < 0) {
-			log_error_errno(errno, "Failed to open %s: %m", arg_output);
-			return 1;
-		}
-	}
-
-	while (written < arg_bytes) {
-		size_t len = 0;
-		uint32_t bits = 0, retry = 0;
-
-		if (deadline && eb_now_ms() >= deadline) {
-			log_error("Timed out after writing %" PRIu64 " of %llu bytes", written,
-			          arg_bytes);
-			r = -ETIMEDOUT;
-			break;
-		}
-		/* No reader, no drawing: the broker's entropy is not spent on an empty room. */
-		if (arg_fifo && fd < 0 && fifo_open(arg_fifo, &fd) < 0) {
-			r = -EIO;
-			break;
-		}
-		if (!eb_client_connected(client)) {
-			requested = written;
-			n_in_flight = 0;
-			r = eb_client_connect_retry(client,
-			                            deadline ? (int)(deadline - eb_now_ms()) : 0);
-			if (r < 0) {
-				log_error_errno(r, "Cannot reach a broker: %s",
-				                eb_client_last_error(client));
-				break;
-			}
-			log_debug("Drawing from %s", eb_client_broker(client));
-		}
-		while (n_in_flight < window && requested < arg_bytes) {
-			size_t n = (size_t)MIN(arg_bytes - requested, (uint64_t)chunk);
-
-			r = eb_client_request(client, n, arg_mode);
-			if (r < 0)
-				break;
-			in_flight[n_in_flight++] = n;
-			requested += n;
-		}
-		if (!eb_client_connected(client))
-			goto lost;
-		r = eb_client_receive(client, buf, sizeof(buf), &len, &bits, &retry);
-		eb_cli_sink_answer(client, r);
-		if (r == -ENOTCONN ||
-		    (r < 0 && r != -EAGAIN && r != -EDQUOT && !eb_client_connected(client))) {
-			if (r == -EACCES) {
-				log_error("Broker %s refused: %s", eb_client_broker(client),
-				          eb_client_last_error(client));
-				break;
-			}
-			goto lost;
-		}
-		/* The oldest request is answered: whatever it did not bring is asked for again. */
-		requested -= in_flight[0] - (r == 0 ? len : 0);
-		memmove(in_flight, in_flight + 1, (n_in_flight - 1) * sizeof(in_flight[0]));
-		n_in_flight--;
-		if (r == -EAGAIN || r == -EDQUOT) {
-			log_debug("Broker %s: %s, retrying in %u ms", eb_client_broker(client),
-			          r == -EAGAIN ? "pool empty" : "quota spent", retry);
-			(void)eb_sleep_ms(MIN(retry, 60000u));
-			continue;
-		}
-		if (r < 0)
-			goto lost;
-		if (arg_mode == EB_GET_FULL && bits < len * 8) {
-			log_error(
-			    "Broker %s sent %zu bytes carrying only %u bits; refusing to write them",
-			    eb_client_broker(client), len, bits);
-			r = -EBADMSG;
-			break;
-		}
-		r = arg_fifo ? fifo_write(&fd, buf, len) : eb_write_all(fd, buf, len);
-		explicit_bzero(buf, len);
-		if (r < 0 && arg_fifo)
-			break;
-		if (r < 0) {
-			log_error_errno(r, "Failed to write %s: %m",
-			                arg_output ? arg_output : "standard output");
-			break;
-		}
-		written += len;
-		continue;
-	lost:
-		log_warning("Lost broker %s: %s; failing over", eb_client_broker(client),
-		            eb_client_last_error(client));
-		eb_client_disconnect(client);
-	}
-	if (arg_fifo) {
-		safe_close(fd);
+		safe_close(f.fd);
 		return 1;
 	}
-	if (fd != STDOUT_FILENO && close(fd) < 0 && r >= 0)
+	if (f.fd != STDOUT_FILENO && close(f.fd) < 0 && r >= 0)
 		r = log_error_errno(errno, "Failed to close %s: %m", arg_output);
-	if (r < 0 || written < arg_bytes)
+	if (r < 0 || f.written < arg_bytes)
 		return 1;
-	log_debug("Wrote %" PRIu64 " bytes", written);
+	log_debug("Wrote %" PRIu64 " bytes", f.written);
 	return 0;
 }

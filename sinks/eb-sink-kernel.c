@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -15,6 +16,7 @@
 #include "cli.h"
 #include "kernel.h"
 #include "log.h"
+#include "sink.h"
 #include "time-util.h"
 
 /* How often the persistent loop looks for a resume from suspend when nothing else wakes it:
@@ -177,6 +179,76 @@ static int parse_args(int argc, char *argv[], struct eb_client_options *o)
 	return EB_CLI_CONTINUE;
 }
 
+/* One feed() in progress. */
+struct feed {
+	int fd;
+	uint64_t want, credited, deadline;
+	int *ready_first;
+	bool unreachable;
+};
+
+/* Whole bytes for the bits still wanted, one DATA's worth at most. */
+static size_t feed_want(void *userdata, struct eb_client *c, uint64_t in_flight)
+{
+	struct feed *f = userdata;
+	uint64_t bytes = (f->want - f->credited) / 8;
+
+	(void)c;
+	return bytes > in_flight ? (size_t)MIN(bytes - in_flight, (uint64_t)EB_DATA_MAX) : 0;
+}
+
+static int feed_take(void *userdata, struct eb_client *c, const uint8_t *buf, size_t len,
+                     uint32_t bits)
+{
+	struct feed *f = userdata;
+	uint32_t credit = bits == 8 * (uint64_t)len ? bits : 0;
+	int r;
+
+	if (f->ready_first && *f->ready_first < 0 && credit > 0) {
+		*f->ready_first = eb_kernel_crng_ready();
+		if (*f->ready_first < 0)
+			return log_error_errno(
+			    *f->ready_first,
+			    "Failed to ask the kernel whether its RNG is ready: %m");
+	}
+	r = eb_kernel_add_entropy(f->fd, buf, len, credit);
+	if (r < 0)
+		return log_error_errno(r,
+		                       "Failed to add entropy to the kernel (RNDADDENTROPY): %m");
+	if (credit == 0) {
+		/* A broker that sends bytes it does not vouch for is misconfigured or broken:
+		 * take nothing more from it for a while. */
+		log_warning("Broker %s vouched for only %u bits of the %zu bytes it sent; "
+		            "mixed them in without credit",
+		            eb_client_broker(c), bits, len);
+		(void)eb_sleep_ms(f->deadline ? MIN(1000, remaining_ms(f->deadline)) : 1000);
+		return EB_SINK_FAILOVER;
+	}
+	f->credited += credit;
+	log_debug("Credited %u bits from %s (%" PRIu64 " of %" PRIu64 ")", credit,
+	          eb_client_broker(c), f->credited, f->want);
+	return f->credited >= f->want ? EB_SINK_DONE : 0;
+}
+
+static void feed_event(void *userdata, struct eb_client *c, enum eb_sink_event e, int r,
+                       unsigned ms)
+{
+	struct feed *f = userdata;
+
+	if (e != EB_SINK_UNREACHABLE) {
+		eb_sink_log_event(c, e, r, ms);
+		return;
+	}
+	/* One line says it all: a guest whose host is silent logs this and boots on. */
+	log_error_errno(
+	    r, "Cannot reach a broker: %s; giving up with %" PRIu64 " of %" PRIu64 " bits credited",
+	    eb_client_last_error(c), f->credited, f->want);
+	f->unreachable = true;
+}
+
+static const struct eb_sink_ops feed_ops = {
+    .want = feed_want, .take = feed_take, .event = feed_event};
+
 /* Draws want bits of full entropy and feeds them to the kernel, failing over between brokers,
  * until they are in or deadline (0: none) passes. Each DATA is credited with its bits when the
  * broker vouched for every byte it sent; anything less is mixed in with no credit at all.
@@ -187,96 +259,22 @@ static int parse_args(int argc, char *argv[], struct eb_client_options *o)
 static int feed(struct eb_client *client, int fd, uint64_t want, uint64_t deadline,
                 uint64_t *ret_credited, int *ready_first)
 {
-	static uint8_t buf[EB_DATA_MAX];
-	uint64_t credited = 0;
+	struct feed f = {.fd = fd, .want = want, .deadline = deadline, .ready_first = ready_first};
+	const struct eb_sink_params p = {.mode = EB_GET_FULL, .deadline_ms = deadline};
 	int r;
 
 	/* Every wait of the client ends by the deadline too, whatever the broker sends. */
 	eb_client_set_deadline(client, deadline);
-	while (credited < want) {
-		size_t asked = (size_t)MIN((want - credited) / 8, (uint64_t)EB_DATA_MAX), len = 0;
-		uint32_t bits = 0, retry = 0, credit;
-
-		if (deadline && eb_now_ms() >= deadline) {
-			r = -ETIMEDOUT;
-			goto fail;
-		}
-		if (!eb_client_connected(client)) {
-			r = eb_client_connect_retry(
-			    client, deadline ? (int)MAX(remaining_ms(deadline), 1) : 0);
-			if (r < 0) {
-				/* One line says it all: a guest whose host is silent logs
-				 * this and boots on. */
-				return log_error_errno(
-				    r,
-				    "Cannot reach a broker: %s; giving up with %" PRIu64
-				    " of %" PRIu64 " bits credited",
-				    eb_client_last_error(client), credited, want);
-			}
-			log_debug("Drawing from %s", eb_client_broker(client));
-		}
-		r = eb_client_request(client, asked, EB_GET_FULL);
-		if (r >= 0) {
-			r = eb_client_receive(client, buf, asked, &len, &bits, &retry);
-			eb_cli_sink_answer(client, r);
-		}
-		if (r == -EAGAIN || r == -EDQUOT) {
-			log_debug("Broker %s: %s, retrying in %u ms", eb_client_broker(client),
-			          r == -EAGAIN ? "pool empty" : "quota spent", retry);
-			(void)eb_sleep_ms(deadline ? MIN((uint64_t)retry, remaining_ms(deadline))
-			                           : MIN(retry, 60000u));
-			continue;
-		}
-		if (r == -EACCES) {
-			log_error("Broker %s refused: %s", eb_client_broker(client),
-			          eb_client_last_error(client));
-			goto fail;
-		}
-		if (r < 0) {
-			log_warning("Lost broker %s: %s; failing over", eb_client_broker(client),
-			            eb_client_last_error(client));
-			eb_client_disconnect(client);
-			continue;
-		}
-		if (len == 0)
-			continue;
-		credit = bits == 8 * (uint64_t)len ? bits : 0;
-		if (ready_first && *ready_first < 0 && credit > 0) {
-			*ready_first = eb_kernel_crng_ready();
-			if (*ready_first < 0) {
-				r = *ready_first;
-				explicit_bzero(buf, len);
-				log_error_errno(
-				    r, "Failed to ask the kernel whether its RNG is ready: %m");
-				goto fail;
-			}
-		}
-		r = eb_kernel_add_entropy(fd, buf, len, credit);
-		explicit_bzero(buf, len);
-		if (r < 0) {
-			log_error_errno(r,
-			                "Failed to add entropy to the kernel (RNDADDENTROPY): %m");
-			goto fail;
-		}
-		if (credit == 0) {
-			/* A broker that sends bytes it does not vouch for is misconfigured or
-			 * broken: take nothing more from it for a while. */
-			log_warning("Broker %s vouched for only %u bits of the %zu bytes it sent; "
-			            "mixed them in without credit",
-			            eb_client_broker(client), bits, len);
-			eb_client_disconnect(client);
-			(void)eb_sleep_ms(deadline ? MIN(1000, remaining_ms(deadline)) : 1000);
-			continue;
-		}
-		credited += credit;
-		log_debug("Credited %u bits from %s (%" PRIu64 " of %" PRIu64 ")", credit,
-		          eb_client_broker(client), credited, want);
+	r = eb_sink_run(client, &p, &feed_ops, &f);
+	if (r < 0 && f.unreachable)
+		return r;
+	if (r < 0) {
+		log_error("Credited %" PRIu64 " of %" PRIu64 " bits before giving up", f.credited,
+		          want);
+		return r;
 	}
-	*ret_credited = credited;
+	*ret_credited = f.credited;
 	return 0;
-fail:
-	log_error("Credited %" PRIu64 " of %" PRIu64 " bits before giving up", credited, want);
-	return r;
 }
 
 static const char *followup_to_string(enum eb_kernel_followup f)
