@@ -259,6 +259,12 @@ def test():
         netnslib.link(ns["lb"], "10.82.1.1", ns["edge-a"], "10.82.1.2")
         netnslib.link(ns["lb"], "10.82.2.1", ns["edge-b"], "10.82.2.2")
         netnslib.link(ns["lb"], "10.83.0.1", ns["guests"], GUEST_ADDRS)
+        # The balancer's namespace is also the guests' router to the edges, for the SRV
+        # records' fallback past the balancer.
+        netnslib.forward(ns["lb"])
+        netnslib.route(ns["guests"], "10.82.0.0/16", "10.83.0.1")
+        for i, e in enumerate(("edge-a", "edge-b")):
+            netnslib.route(ns[e], "10.83.0.0/24", f"10.82.{i + 1}.1")
         ns["guests"].resolver("10.83.0.1")
         print(f"# namespaces: {', '.join(n.name for n in ns.values())}")
 
@@ -279,7 +285,8 @@ def test():
         for name in ("edge-a", "edge-b"):
             conf = docs["edge.conf"]
             if name == "edge-b":
-                conf = (conf.replace("10.81.1.1", "10.81.2.1").replace("edge-a", "edge-b"))
+                conf = (conf.replace("10.81.1.1", "10.81.2.1").replace("10.82.1.1", "10.82.2.1")
+                        .replace("edge-a", "edge-b"))
             edges[name] = FleetBroker(name, ns[name], conf, keys).start()
         a, b = edges["edge-a"], edges["edge-b"]
 
@@ -369,8 +376,32 @@ def test():
         a_new = a.status()["bits_out"] - a_new0
         check(fig2["seeds"] == 400 and fig2["failed"] == 0 and a_new > 0,
               f"the restarted edge-a serves again: {a_new // SEED_BITS} of 400 seeds")
-        every = fig["seed_bytes"] + fig2["seed_bytes"]
-        check(len(set(every)) == len(every), f"all {len(every)} seeds of both storms differ")
+        # The edges' per-address limits see the guests, not HAProxy: a storm from one guest
+        # address, more handshakes at once than max-handshakes-per-address, is refused in part
+        # while another guest beside it, a few at a time, is not refused once.
+        logs0 = {n: len(e.read_log()) for n, e in edges.items()}
+        noisy = storm(ns["guests"], users_file, 600, 48, tmp, "noisy", binds=[GUEST_ADDRS[0]],
+                      retries=1000, wait=False)
+        line4, fig4 = storm(ns["guests"], users_file, 200, 4, tmp, "quiet",
+                            binds=[GUEST_ADDRS[1]], retries=0)
+        line3, fig3 = finish_storm(noisy)
+        print(f"# one guest, 48 at a time: {line3}")
+        print(f"# another, 4 at a time: {line4}")
+        refused = {}
+        for n, e in edges.items():
+            for m in re.finditer(r"Refusing \S+ ([0-9.]+):\d+(?: via ([0-9.]+))?: "
+                                 r"max-handshakes-per-address reached", e.read_log()[logs0[n]:]):
+                refused.setdefault(m.group(1), set()).add(m.group(2))
+        print(f"# refused for max-handshakes-per-address: {refused}")
+        check(fig3["seeds"] == 600 and fig3["retries"] > 0 and
+              set(refused) == {GUEST_ADDRS[0]},
+              f"the edges limit the busy guest {GUEST_ADDRS[0]} by its own address, named in "
+              f"their refusals with HAProxy's after it ({refused}), and it is served in the end")
+        check(fig4["seeds"] == 200 and fig4["failed"] == 0 and fig4["retries"] == 0,
+              f"the guest beside it, {GUEST_ADDRS[1]}, is never refused: {line4}")
+
+        every = fig["seed_bytes"] + fig2["seed_bytes"] + fig3["seed_bytes"] + fig4["seed_bytes"]
+        check(len(set(every)) == len(every), f"all {len(every)} seeds of the storms differ")
 
         # The accounting across the tree, from each broker's own counters, once every DATA
         # between them has landed.

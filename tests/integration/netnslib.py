@@ -97,6 +97,19 @@ def link(a, a_addr, b, b_addr, prefix=24):
     return ea, eb
 
 
+def route(ns, dest, via):
+    """In namespace ns, packets for dest (a prefix) go through the router at via."""
+    _ip("-n", ns.name, "route", "add", dest, "via", via)
+
+
+def forward(ns):
+    """Namespace ns routes between its links."""
+    p = ns.run(["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
+    if p.returncode != 0:
+        raise Failure(f"cannot turn on forwarding in {ns.name}: "
+                      f"{p.stderr.decode(errors='replace').strip()}")
+
+
 def cleanup():
     """Deletes every namespace made here (their veth pairs go with them)."""
     while _made:
