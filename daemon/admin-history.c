@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* The broker's history in the loop: its timer, and the gauges and totals each sample reads. */
+#include "admin-history.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <time.h>
 
-#include "admin.h"
 #include "broker.h"
 #include "cli.h"
 #include "history.h"

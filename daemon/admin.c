@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The admin's view: what sessions count for it, and the REPORT pages of sessions and users. Only
- * what the broker already holds is shown: names, addresses and counters, never a key. */
+/* The admin's view: the REPORT pages of sessions and users. Only what the broker already holds is
+ * shown: names, addresses and counters, never a key. */
 #include "admin.h"
 
 #include <errno.h>
@@ -14,61 +14,9 @@
 #include "macro.h"
 #include "report.h"
 #include "scheduler.h"
+#include "serve.h"
 #include "session.h"
 #include "upstream.h"
-
-static struct user_totals *totals_of(struct session *s)
-{
-	return &s->broker->totals[s->reg.user];
-}
-
-void admin_count_put(struct session *s, size_t bytes, uint64_t claim, bool stuck, uint64_t credited)
-{
-	struct user_totals *t = totals_of(s);
-
-	s->bytes_in += bytes;
-	s->bits_in += credited;
-	s->put_claimed = claim > 0;
-	s->put_stuck = stuck;
-	t->bytes_in += bytes;
-	t->bits_in += credited;
-	admin_seen(s);
-	history_count(s->broker->history, HISTORY_SOURCE, s->broker->conf->users[s->reg.user].name,
-	              s->kind, credited, s->last_usec);
-	if (stuck)
-		history_count_alarm(s->broker->history);
-}
-
-void admin_count_empty(struct session *s)
-{
-	s->empty_answers++;
-	totals_of(s)->empty_answers++;
-	history_count_empty(s->broker->history);
-	if (s->starving_since_usec == 0)
-		s->starving_since_usec = s->get.since_usec;
-}
-
-void admin_count_data(struct session *s, size_t bytes, uint32_t bits)
-{
-	struct user_totals *t = totals_of(s);
-
-	s->starving_since_usec = 0;
-	if (s->get.drbg) {
-		s->bytes_drbg += bytes;
-		t->bytes_drbg += bytes;
-	} else {
-		s->bits_out += bits;
-		t->bits_out += bits;
-		history_count(s->broker->history, HISTORY_SINK,
-		              s->broker->conf->users[s->reg.user].name, s->kind, bits,
-		              broker_now(s->broker));
-	}
-}
-
-void admin_seen(struct session *s)
-{
-	s->last_usec = broker_now(s->broker);
-}
 
 static uint32_t ms_since(uint64_t then, uint64_t now)
 {
@@ -137,9 +85,9 @@ static void session_row(struct broker *b, struct session *s, uint64_t now, uint8
 	};
 	if (session_is_asleep(s, now))
 		ret->flags |= EB_REPORT_ASLEEP;
-	if (s->get_pending) {
+	if (serve_waiting(b, &s->get)) {
 		ret->flags |= EB_REPORT_WAITING;
-		ret->waiting_ms = ms_since(s->get.since_usec, now);
+		ret->waiting_ms = ms_since(s->get.request.since_usec, now);
 	}
 	if (quota_left(b, s->reg.user, now, &left)) {
 		ret->flags |= EB_REPORT_QUOTA;
@@ -148,9 +96,9 @@ static void session_row(struct broker *b, struct session *s, uint64_t now, uint8
 	if (version >= 1 && (s->reg.roles & EB_ROLE_SINK)) {
 		/* A sink between an EMPTY and its retry waits for nothing in the queue, but it
 		 * is still without entropy: it starves from its first unanswered GET on. */
-		uint64_t since = s->starving_since_usec ? s->starving_since_usec
-		                 : s->get_pending       ? s->get.since_usec
-		                                        : 0;
+		uint64_t since = s->starving_since_usec      ? s->starving_since_usec
+		                 : serve_waiting(b, &s->get) ? s->get.request.since_usec
+		                                             : 0;
 
 		ret->empty_answers = s->empty_answers;
 		ret->starving_ms = since ? MAX(ms_since(since, now), 1u) : 0;

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The broker's configuration: read at start, read again on SIGHUP (reload), and the descriptor
  * limit the session limits need. */
+#include "broker-config.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -12,11 +14,11 @@
 #include <openssl/crypto.h>
 #include <systemd/sd-daemon.h>
 
-#include "broker-internal.h"
 #include "broker.h"
 #include "confdir.h"
 #include "log.h"
 #include "macro.h"
+#include "serve.h"
 #include "session.h"
 #include "time-util.h"
 
@@ -59,7 +61,7 @@ static int log_errors(int r, const char *errors, const char *fallback, char **re
  * EB_CONF_VENDOR_DIR, the administrator's in MAIN.d/, together in the order of their names, a
  * name in MAIN.d/ masking the package's), then MAIN itself, which has the last word. With
  * --config PATH the package's drop-ins are left out: PATH and PATH.d/ are the whole of it. */
-int broker_load_config(const char *path, struct eb_conf **ret, char **ret_error)
+int broker_config_load(const char *path, struct eb_conf **ret, char **ret_error)
 {
 	const char *main_path = path ? path : EB_CONF_DEFAULT_PATH;
 	_cleanup_free_ char *error = NULL, *dropin_dir = NULL;
@@ -181,7 +183,7 @@ static void keep_restart_only(struct eb_conf *old, struct eb_conf *new)
 /* Every session is a descriptor. With fewer than the limits need, accept() fails with EMFILE
  * before max-sessions is reached, and the listeners pause for a peer that the limits would have
  * let in: raise the soft limit to what they need, as far as the hard one allows. */
-void broker_raise_nofile(const struct eb_conf *conf)
+void broker_config_raise_nofile(const struct eb_conf *conf)
 {
 	rlim_t want = (rlim_t)conf->max_sessions + conf->max_local_sessions + conf->max_lingering +
 	              EB_CONF_LISTEN_MAX + 64;
@@ -197,7 +199,7 @@ void broker_raise_nofile(const struct eb_conf *conf)
 		    conf->max_lingering);
 }
 
-void broker_number_keys(struct broker *b, const struct eb_conf *old, struct eb_conf *new)
+void broker_config_number_keys(struct broker *b, const struct eb_conf *old, struct eb_conf *new)
 {
 	for (unsigned i = 0; i < new->n_users; i++) {
 		struct eb_user *u = &new->users[i];
@@ -259,7 +261,7 @@ static unsigned switch_config(struct broker *b, struct eb_conf *new, struct sche
 
 	pthread_rwlock_wrlock(&b->conf_lock);
 	keep_restart_only(old, new);
-	broker_number_keys(b, old, new);
+	broker_config_number_keys(b, old, new);
 	b->conf = new;
 	pthread_rwlock_unlock(&b->conf_lock);
 	SWAP(b->quotas, *quotas);
@@ -275,7 +277,7 @@ static unsigned switch_config(struct broker *b, struct eb_conf *new, struct sche
 /* SIGHUP: users, keys, roles, caps, quotas and thresholds are read again. A file that does not
  * load changes nothing. Sessions whose access was revoked are closed; the others carry on, and
  * each user's quota and totals keep what they had. */
-void broker_reload(struct broker *b)
+void broker_config_reload(struct broker *b)
 {
 	_cleanup_free_ struct sched_quota *quotas = NULL;
 	_cleanup_free_ struct user_totals *totals = NULL;
@@ -289,7 +291,7 @@ void broker_reload(struct broker *b)
 	 * READY=1 to end it whether or not it succeeded: the outcome is in STATUS= and ERRNO=. */
 	(void)sd_notifyf(false, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64, eb_now_ns() / 1000);
 	log_info("Reloading the configuration");
-	r = broker_load_config(b->config_path, &new, &error);
+	r = broker_config_load(b->config_path, &new, &error);
 	if (r < 0) {
 		reload_failed(b, r, error);
 		return;
@@ -311,12 +313,12 @@ void broker_reload(struct broker *b)
 			totals[i] = b->totals[u - b->conf->users];
 		}
 	}
-	broker_raise_nofile(new);
+	broker_config_raise_nofile(new);
 	closing = switch_config(b, new, &quotas, &totals, &counts);
 	log_info("Reloaded %s: %u users; %u of %u sessions kept",
 	         new->path ? new->path : "the configuration", new->n_users,
 	         b->registry.n_sessions - closing, before);
-	broker_pool_changed(b); /* the thresholds may have moved */
+	serve_pool_changed(b); /* the thresholds may have moved */
 	b->reload_error = mfree_str(b->reload_error);
 	(void)sd_notify(false, "READY=1\nERRNO=0");
 	broker_notify_status(b);

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* The broker: one sd-event loop that owns the pool, the listeners and every session. */
+/* The broker's shared state, the layer every module above the registry stands on: the loop, the
+ * configuration, the pool, the registry of sessions, the GET queue, the counters, and the few
+ * services all of them use (the clock, rate-limited peer logs, the pool's zone, the status).
+ * brokerd.c makes it and wires the layers; docs/design.md draws them. */
 #pragma once
 
 #include <errno.h>
@@ -9,7 +12,6 @@
 
 #include <systemd/sd-event.h>
 
-#include "admin.h"
 #include "conf.h"
 #include "list.h"
 #include "listeners.h"
@@ -19,10 +21,33 @@
 #include "registry.h"
 #include "scheduler.h"
 
+struct broker;
 struct ssl_ctx_st;
 struct eb_pool;
-struct session;
 struct upstream;
+struct registry_entry;
+struct eb_msg;
+struct eb_msg_report_req;
+
+/* A user's counters since start, its closed sessions included; the broker keeps one per user,
+ * parallel to conf->users, and a reload carries them over by name. */
+struct user_totals {
+	uint64_t bytes_in, bits_in, bits_out, bytes_drbg;
+	uint64_t empty_answers; /* GETs answered EMPTY */
+};
+
+/* The calls that go up the layers, each by pointer, set once by brokerd_new(): the modules form
+ * layers with no circle (scripts/check-layers), and these are the only ways a lower one reaches
+ * a higher one. */
+struct broker_hooks {
+	/* serve.c's flow control: SLEEP (asleep) or WAKE to a ready source (session.h). */
+	void (*set_asleep)(struct registry_entry *e, bool asleep);
+	/* broker.c: the pool's level moved (upstream.h); NULL: nobody listens. */
+	void (*level_changed)(struct broker *b);
+	/* A session's REPORT request: a page of rows (admin.h). */
+	int (*report)(struct broker *b, const struct eb_msg_report_req *q, uint8_t *buf,
+	              size_t size, struct eb_msg *ret);
+};
 
 /* Where the pool level stands, for SLEEP/WAKE and for the journal. */
 enum pool_zone {
@@ -51,20 +76,23 @@ enum peer_log {
 #define PEER_LOG_BURST         20
 #define PEER_LOG_INTERVAL_USEC (10 * 1000000ULL)
 
+/* The loop's, but for conf, which handshake workers read under conf_lock. Each field is written by
+ * the module its comment names, or by brokerd.c at start and end. */
 struct broker {
+	struct broker_hooks hooks;
 	sd_event *event;
 	struct eb_conf *conf; /* owned; replaced by a reload */
 	/* Handshakes on worker threads read conf's users and keys (psk_lookup()): a reload
 	 * replaces conf under the write lock. Everything else in the broker is the loop's. */
 	pthread_rwlock_t conf_lock;
-	uint64_t last_key_serial; /* the users' keys are numbered: broker_number_keys() */
+	uint64_t last_key_serial; /* the users' keys are numbered: broker_config_number_keys() */
 	struct workers *workers;  /* NULL: handshakes on the loop (handshake-threads = 0) */
 	const char *config_path;  /* --config, or NULL for the default path */
 	struct eb_pool *pool;
 	struct ssl_ctx_st *tls;
-	struct sched_quota *quotas; /* parallel to conf->users */
-	struct user_totals *totals; /* parallel to conf->users */
-	uint64_t last_session_id;
+	struct sched_quota *quotas; /* parallel to conf->users: serve.c charges, a reload moves */
+	struct user_totals *totals; /* parallel to conf->users: sessions count, a reload moves */
+	uint64_t last_session_id;   /* session-dispatch.c numbers sessions at HELLO */
 
 	struct eb_listeners listeners;
 
@@ -74,20 +102,21 @@ struct broker {
 	unsigned n_proxied;
 	struct eb_ratelimit peer_log[_PEER_LOG_MAX];
 
-	/* DRBG mode reseeds from the pool at most once per SCHEDULER_DRBG_RESEED_USEC. */
+	/* serve.c's: DRBG mode reseeds from the pool at most once per SCHEDULER_DRBG_RESEED_USEC.
+	 */
 	uint64_t drbg_reseed_usec;
 	bool drbg_reseeded;
 
-	/* Sinks whose GET waits, in the order they will be served. Only the run source answers
-	 * them (and sends SLEEP and WAKE), never a session's own handler: what a session does
-	 * reaches other sessions one loop iteration later, never from inside its own stack. */
+	/* serve.c's: sinks whose GET waits, in the order they will be served. Only the run source
+	 * answers them (and sends SLEEP and WAKE), never a session's own handler: what a session
+	 * does reaches other sessions one loop iteration later, never from inside its own stack. */
 	struct sched_queue queue;
 	sd_event_source *run_source;  /* deferred: answers the queue, flow control */
 	sd_event_source *queue_timer; /* the first wait in the queue ends */
 	bool pool_changed;            /* since the run source last ran */
 	bool queue_changed;           /* a GET joined an empty queue */
 
-	bool sources_asleep;
+	bool sources_asleep;        /* serve.c's flow control */
 	enum pool_zone zone;        /* where the level is now */
 	enum pool_zone zone_logged; /* what the journal was last told */
 	uint64_t zone_logged_usec;
@@ -99,10 +128,11 @@ struct broker {
 	/* The first error of the last reload, if it failed: STATUS= says so until one succeeds. */
 	char *reload_error;
 
-	/* Chaining (chain.c, upstream.c): this run's id, carried in HELLO upstream; the last
-	 * refusal of a cycle logged, so that a downstream's retries do not repeat it; and the
-	 * upstream this broker draws from, if any. */
+	/* Chaining (chain.c, upstream.c): this run's id, carried in HELLO upstream; the brokers
+	 * drawing through this one (chain_link.node); the last refusal of a cycle logged, so that
+	 * a downstream's retries do not repeat it; and the upstream this broker draws from. */
 	uint64_t chain_id;
+	struct eb_list chain_links;
 	int chain_refused_user;
 	uint64_t chain_refused_first;
 	struct upstream *upstream;
@@ -114,34 +144,19 @@ struct broker {
 	uint8_t *scratch; /* EB_DATA_MAX bytes of output on its way into a frame; wiped after */
 };
 
-/* Loads the configuration and its keys from path (NULL: EB_CONF_DEFAULT_PATH, whose absence
- * means defaults and no users). Logs every error found, one line each with file and line; on
- * failure hands the first of them to *ret_error (malloc()ed) if ret_error is not NULL. */
-int broker_load_config(const char *path, struct eb_conf **ret, char **ret_error);
-/* Takes conf, also on failure; config_path is kept for reloads (SIGHUP). */
-int broker_new(struct eb_conf *conf, const char *config_path, struct broker **ret);
-struct broker *broker_free(struct broker *b);
-static inline void broker_freep(struct broker **b)
-{
-	if (*b)
-		broker_free(*b);
-}
-
-/* Takes the fds systemd passed, or binds the URIs given (or the config's). */
-int broker_listen(struct broker *b, char **uris, unsigned n_uris);
-int broker_run(struct broker *b);
-
-/* What sessions ask of the broker. Only these touch the pool; answers come later, from the run
- * source, through session_answer(). */
-/* Conditions len bytes claiming claim_bits into the pool; returns the bits credited, or a
- * negative errno when the pool failed. */
-int broker_put(struct broker *b, const uint8_t *data, size_t len, uint64_t claim_bits,
-               uint64_t *ret_credited);
-/* Queues a sink's GET; it is answered from the run source (DATA, QUOTA or EMPTY) within
- * SCHEDULER_WAIT_USEC. */
-void broker_get(struct broker *b, struct sched_request *r);
-/* Takes a GET out of the queue unanswered (its session is closing). */
-void broker_cancel_get(struct broker *b, struct sched_request *r);
+/* The level's thresholds and the zone the journal is told of. */
+uint64_t broker_low_water(const struct broker *b);  /* WAKE sources below this */
+uint64_t broker_high_water(const struct broker *b); /* SLEEP sources at this */
+/* Logs a change of zone (at most once a second), marks the status for sd_notify() and tells the
+ * hook (the upstream). */
+void broker_update_zone(struct broker *b);
+/* Tells the journal where the level is, at most once per ZONE_LOG_INTERVAL_USEC; the notify
+ * timer calls it every second too, so a change held back is logged a moment later, not lost. */
+void broker_log_zone(struct broker *b);
+/* The pool's level, sources and sinks, as one journal line with its fields. */
+void broker_log_pool(struct broker *b, int level, const char *msgid, const char *what);
+/* Sends STATUS= now: the pool, and a failed reload in front of it. */
+void broker_notify_status(struct broker *b);
 void broker_mark_status(struct broker *b);
 void broker_fill_status(struct broker *b, struct eb_msg_status *ret);
 uint64_t broker_now(struct broker *b);
@@ -149,6 +164,10 @@ uint64_t broker_now(struct broker *b);
 /* Whether a log line of this kind may be written now; logs a summary of the lines held back in
  * the window that just ended first. */
 bool broker_log_allowed(struct broker *b, enum peer_log kind);
+/* A burst that no later line follows is summed up here, from the one-second notify timer. */
+void broker_flush_peer_logs(struct broker *b);
+/* The periodic status line's MESSAGE_ID. */
+#define MSGID_STATUS "d13ada50fb8f442fa4b17753c4d07182"
 #define log_peer(b, kind, level, ...)                                                              \
 	do {                                                                                       \
 		if (broker_log_allowed(b, kind))                                                   \

@@ -10,8 +10,6 @@
 
 #include "broker.h"
 #include "log.h"
-#include "session-internal.h"
-#include "session.h"
 
 int chain_init(struct broker *b)
 {
@@ -42,22 +40,30 @@ static bool contains(const uint64_t *ids, unsigned n, uint64_t id)
 
 int chain_path(const struct broker *b, uint64_t ret[EB_CHAIN_MAX])
 {
-	const struct registry_entry *e;
+	const struct chain_link *l;
 	unsigned n = 0;
 
 	ret[n++] = b->chain_id;
-	registry_foreach_ready(e, &b->registry) {
-		const struct session *s = session_of(e);
-
-		for (unsigned i = 0; i < s->n_chain; i++) {
-			if (contains(ret, n, s->chain[i]))
+	eb_list_foreach(l, &b->chain_links, node) {
+		for (unsigned i = 0; i < l->n; i++) {
+			if (contains(ret, n, l->ids[i]))
 				continue;
 			if (n == EB_CHAIN_MAX)
 				return -E2BIG;
-			ret[n++] = s->chain[i];
+			ret[n++] = l->ids[i];
 		}
 	}
 	return (int)n;
+}
+
+void chain_join(struct broker *b, struct chain_link *link)
+{
+	eb_list_append(&b->chain_links, &link->node);
+}
+
+void chain_leave(struct broker *b, struct chain_link *link)
+{
+	eb_list_remove(&b->chain_links, &link->node);
 }
 
 static void format_chain(const struct eb_msg_hello *h, char *buf, size_t size)
@@ -94,10 +100,10 @@ static bool path_fits(const struct broker *b, const struct eb_msg_hello *h)
 	return true;
 }
 
-int chain_accept(struct session *s, const struct eb_msg_hello *h)
+int chain_accept(struct broker *b, int user, const char *peer, const struct eb_msg_hello *h,
+                 struct chain_link *link, const char **ret_why)
 {
-	struct broker *b = s->broker;
-	const struct eb_user *u = session_user(s);
+	const struct eb_user *u = &b->conf->users[user];
 	char id[17], ids[EB_CHAIN_MAX * 17 + 1];
 
 	/* Ids go into what this broker tells its own upstream, so they are taken only from a
@@ -109,8 +115,8 @@ int chain_accept(struct session *s, const struct eb_msg_hello *h)
 		    b, PEER_LOG_REFUSED, LOG_WARNING,
 		    "Refusing %s: user %s sent the broker ids of a chained broker but is not "
 		    "one; set downstream-broker = yes in its [user] section if it is",
-		    s->peer, u->name);
-		session_refuse(s, EB_ERR_FORBIDDEN, "broker ids from a user that is not a broker");
+		    peer, u->name);
+		*ret_why = "broker ids from a user that is not a broker";
 		return -EPERM;
 	}
 	/* A path that would outgrow what this broker can carry upstream is refused here, at the
@@ -121,14 +127,14 @@ int chain_accept(struct session *s, const struct eb_msg_hello *h)
 		    b, PEER_LOG_REFUSED, LOG_WARNING,
 		    "Refusing %s (user %s): with its %u broker ids, more than %u brokers would "
 		    "draw through this one",
-		    s->peer, u->name, h->n_chain, EB_CHAIN_MAX);
-		session_refuse(s, EB_ERR_FORBIDDEN, "chain too deep: more than 16 brokers");
+		    peer, u->name, h->n_chain, EB_CHAIN_MAX);
+		*ret_why = "chain too deep: more than 16 brokers";
 		return -E2BIG;
 	}
 	if (!contains(h->chain, h->n_chain, b->chain_id)) {
-		s->n_chain = h->n_chain;
-		memcpy(s->chain, h->chain, sizeof(s->chain));
-		if (b->chain_refused_user == s->reg.user)
+		link->n = h->n_chain;
+		memcpy(link->ids, h->chain, sizeof(link->ids));
+		if (b->chain_refused_user == user)
 			b->chain_refused_user = -1;
 		return 0;
 	}
@@ -136,17 +142,15 @@ int chain_accept(struct session *s, const struct eb_msg_hello *h)
 	/* A downstream retries with back-off while the cycle stands: one line says it, the
 	 * retries are debug. */
 	format_chain(h, ids, sizeof(ids));
-	if (b->chain_refused_user != s->reg.user || b->chain_refused_first != h->chain[0]) {
+	if (b->chain_refused_user != user || b->chain_refused_first != h->chain[0]) {
 		log_warning(
 		    "Refusing %s (user %s): its chain of brokers (%s) contains this broker "
 		    "(%s); serving it would make this broker draw from itself through a cycle",
-		    s->peer, u->name, ids, chain_id_to_string(b->chain_id, id));
-		b->chain_refused_user = s->reg.user;
+		    peer, u->name, ids, chain_id_to_string(b->chain_id, id));
+		b->chain_refused_user = user;
 		b->chain_refused_first = h->chain[0];
 	} else
-		log_debug("Refusing %s (user %s) again: chain %s has a cycle", s->peer, u->name,
-		          ids);
-	session_refuse(s, EB_ERR_FORBIDDEN,
-	               "cycle: the brokers drawing through you include this one");
+		log_debug("Refusing %s (user %s) again: chain %s has a cycle", peer, u->name, ids);
+	*ret_why = "cycle: the brokers drawing through you include this one";
 	return -ELOOP;
 }

@@ -6,27 +6,40 @@
 
 #include <stdint.h>
 
+#include "list.h"
 #include "proto.h"
 
 struct broker;
-struct session;
+
+/* A broker drawing from this one, as the chain knows it: the ids its HELLO carried. Its session
+ * holds it; chain_join() and chain_leave() put it in and out of the broker's chain_links while
+ * the session is READY. */
+struct chain_link {
+	struct eb_list_node node;
+	uint8_t n;
+	uint64_t ids[EB_CHAIN_MAX];
+};
 
 /* Draws this run's broker id at random and logs it, so that a refusal's ids can be read. */
 int chain_init(struct broker *b);
 
-/* The ids this broker's HELLO to its upstream carries: its own first, then every id in the
- * HELLOs of the brokers drawing from it now, each once. Returns how many, or -E2BIG when they
- * are more than EB_CHAIN_MAX (too deep a chain to vouch for). */
+/* The ids this broker's HELLO to its upstream carries: its own first, then every id of the links
+ * joined now, each once. Returns how many, or -E2BIG when they are more than EB_CHAIN_MAX (too
+ * deep a chain to vouch for). */
 int chain_path(const struct broker *b, uint64_t ret[EB_CHAIN_MAX]);
 
-/* A HELLO that carries ids (h->n_chain > 0): the peer is a broker drawing from this one. Returns
- * 0 and keeps the ids in the session (once it is ready, upstream_path_changed() passes them on;
- * they leave with the session), or sends ERROR(FORBIDDEN), logs why and returns: -EPERM when the
- * user is not configured as a downstream broker; -E2BIG when this broker draws from an upstream
- * and its path would then hold more than EB_CHAIN_MAX ids; -ELOOP when this broker's id is among
- * them (logged once per user and chain while the refusals repeat): serving it would have this
- * broker draw from itself. */
-int chain_accept(struct session *s, const struct eb_msg_hello *h);
+/* The verdict on a HELLO that carries ids (h->n_chain > 0), from user (an index into conf->users)
+ * at peer: the peer is a broker drawing from this one. Returns 0 and keeps the ids in *link (for
+ * chain_join()), or logs why and returns, with the text of the ERROR(FORBIDDEN) the session is to
+ * send in *ret_why: -EPERM when the user is not configured as a downstream broker; -E2BIG when
+ * this broker draws from an upstream and its path would then hold more than EB_CHAIN_MAX ids;
+ * -ELOOP when this broker's id is among them (logged once per user and chain while the refusals
+ * repeat): serving it would have this broker draw from itself. */
+int chain_accept(struct broker *b, int user, const char *peer, const struct eb_msg_hello *h,
+                 struct chain_link *link, const char **ret_why);
+/* The link's broker is READY, and draws through this one until chain_leave(). */
+void chain_join(struct broker *b, struct chain_link *link);
+void chain_leave(struct broker *b, struct chain_link *link);
 
 /* "0123456789abcdef" for an id, into buf[17]. */
 const char *chain_id_to_string(uint64_t id, char buf[static 17]);

@@ -88,7 +88,7 @@ static int bind_uris(struct broker *b, char **uris, unsigned n_uris)
 	return 0;
 }
 
-int listeners_open(struct broker *b, char **uris, unsigned n_uris)
+int listen_open(struct broker *b, char **uris, unsigned n_uris)
 {
 	int n, r;
 
@@ -115,7 +115,7 @@ int listeners_open(struct broker *b, char **uris, unsigned n_uris)
 	return 0;
 }
 
-void listeners_free(struct broker *b)
+void listen_close(struct broker *b)
 {
 	eb_listeners_done(&b->listeners);
 }

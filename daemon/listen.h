@@ -8,6 +8,6 @@ struct broker;
 
 /* Takes the fds systemd passed (LISTEN_FDS), or binds uris (the configuration's listen= when
  * n_uris is 0), and watches them. Logs what fails. */
-int listeners_open(struct broker *b, char **uris, unsigned n_uris);
+int listen_open(struct broker *b, char **uris, unsigned n_uris);
 /* Closes every listener and the back-off timer; safe to call with none open. */
-void listeners_free(struct broker *b);
+void listen_close(struct broker *b);

@@ -9,7 +9,9 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "broker-config.h"
 #include "broker.h"
+#include "brokerd.h"
 #include "conf.h"
 #include "log.h"
 #include "uri.h"
@@ -113,7 +115,7 @@ static int check_config(void)
 	struct eb_conf *conf = NULL;
 	unsigned n_keys = 0;
 
-	if (broker_load_config(arg_config, &conf, NULL) < 0)
+	if (broker_config_load(arg_config, &conf, NULL) < 0)
 		return 2;
 	for (unsigned i = 0; i < conf->n_users; i++)
 		n_keys += conf->users[i].has_key;
@@ -126,7 +128,7 @@ static int check_config(void)
 
 static int run(int argc, char *argv[])
 {
-	_cleanup_(broker_freep) struct broker *b = NULL;
+	_cleanup_(brokerd_freep) struct broker *b = NULL;
 	struct eb_conf *conf = NULL;
 	int r;
 
@@ -136,7 +138,7 @@ static int run(int argc, char *argv[])
 		return r < 0 ? 2 : 0;
 	if (arg_check_config)
 		return check_config();
-	if (broker_load_config(arg_config, &conf, NULL) < 0)
+	if (broker_config_load(arg_config, &conf, NULL) < 0)
 		return 2;
 	/* Without sockets from systemd the broker binds its own; having none to bind is the
 	 * operator's error (exit 2), so say so before the pool is set up. */
@@ -151,13 +153,13 @@ static int run(int argc, char *argv[])
 	signal(SIGPIPE, SIG_IGN);
 
 	/* The broker owns conf from here on: a reload replaces it. */
-	r = broker_new(conf, arg_config, &b);
+	r = brokerd_new(conf, arg_config, &b);
 	if (r < 0)
 		return 1;
-	r = broker_listen(b, arg_listen, arg_n_listen);
+	r = brokerd_listen(b, arg_listen, arg_n_listen);
 	if (r >= 0)
-		r = broker_run(b);
-	b = broker_free(b);
+		r = brokerd_run(b);
+	b = brokerd_free(b);
 	return r < 0 ? 1 : 0;
 }
 

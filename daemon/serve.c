@@ -1,17 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /* The broker's GET path: PUTs into the pool, GETs into the queue, and the run source that answers
  * the queue (through scheduler_decide()) and tells sources to SLEEP or WAKE. docs/design.md
- * draws it. */
+ * draws it. Sessions are known here only by their struct serve_request and, for flow control,
+ * by the registry's ready entries and the broker's set_asleep hook. */
+#include "serve.h"
+
 #include <errno.h>
 #include <string.h>
 
 #include <systemd/sd-event.h>
 
-#include "broker-internal.h"
 #include "broker.h"
+#include "list.h"
 #include "log.h"
 #include "pool.h"
-#include "session.h"
+#include "registry.h"
 
 /* Flow control, as Entropy Broker did it: sources rest from high water until the level falls
  * below low water, so they do not burn CPU on bits nobody can take. */
@@ -27,20 +30,20 @@ static void flow_control(struct broker *b)
 	else
 		return;
 	registry_foreach_ready(e, &b->registry)
-		session_set_asleep(session_of(e), b->sources_asleep);
+		b->hooks.set_asleep(e, b->sources_asleep);
 }
 
 /* The level moved (or its thresholds did): the journal hears of it now, sources and waiting
  * sinks from the run source. */
-void broker_pool_changed(struct broker *b)
+void serve_pool_changed(struct broker *b)
 {
 	broker_update_zone(b);
 	b->pool_changed = true;
 	(void)sd_event_source_set_enabled(b->run_source, SD_EVENT_ONESHOT);
 }
 
-int broker_put(struct broker *b, const uint8_t *data, size_t len, uint64_t claim_bits,
-               uint64_t *ret_credited)
+int serve_put(struct broker *b, const uint8_t *data, size_t len, uint64_t claim_bits,
+              uint64_t *ret_credited)
 {
 	uint64_t credited = 0;
 	int r;
@@ -49,7 +52,7 @@ int broker_put(struct broker *b, const uint8_t *data, size_t len, uint64_t claim
 	if (r < 0)
 		return r;
 	b->bits_in += credited;
-	broker_pool_changed(b);
+	serve_pool_changed(b);
 	*ret_credited = credited;
 	return 0;
 }
@@ -66,11 +69,11 @@ static void arm_queue_timer(struct broker *b)
 	(void)sd_event_source_set_enabled(b->queue_timer, SD_EVENT_ONESHOT);
 }
 
-void broker_get(struct broker *b, struct sched_request *r)
+void serve_get(struct broker *b, struct serve_request *q)
 {
 	bool alone = !sched_queue_first(&b->queue);
 
-	sched_queue_push(&b->queue, r);
+	sched_queue_push(&b->queue, &q->request);
 	/* A GET that finds others waiting is tried with them, when the pool next changes, or on
 	 * its own when its wait ends: the queue is served in order, not by who asked last. */
 	if (alone) {
@@ -80,10 +83,22 @@ void broker_get(struct broker *b, struct sched_request *r)
 	arm_queue_timer(b);
 }
 
-void broker_cancel_get(struct broker *b, struct sched_request *r)
+void serve_cancel(struct broker *b, struct serve_request *q)
 {
 	/* The timer may now fire for nobody; the run source then finds nothing due. */
-	sched_queue_remove(&b->queue, r);
+	sched_queue_remove(&b->queue, &q->request);
+}
+
+bool serve_waiting(const struct broker *b, const struct serve_request *q)
+{
+	/* A request is in this queue or in no list: constant time, where sched_queue_has()
+	 * would walk (list.h). */
+	return eb_list_links_(&b->queue.list, &q->request.node);
+}
+
+static struct serve_request *request_of(struct sched_request *r)
+{
+	return (struct serve_request *)((char *)r - offsetof(struct serve_request, request));
 }
 
 /* Takes what decision d grants request r from the pool into b->scratch, and books it. */
@@ -124,7 +139,7 @@ static int take(struct broker *b, const struct sched_request *r, const struct sc
  * final: its wait is over. */
 static bool serve(struct broker *b, struct sched_request *r, bool final, bool *served)
 {
-	struct session *s = session_from_get(r);
+	struct serve_request *q = request_of(r);
 	const struct eb_user *u = &b->conf->users[r->user];
 	const struct sched_view v = {
 	    .now_usec = broker_now(b),
@@ -149,14 +164,14 @@ static bool serve(struct broker *b, struct sched_request *r, bool final, bool *s
 		else if (k < 0) {
 			log_error_errno(k, "Failed to draw from the pool: %m");
 			sched_queue_remove(&b->queue, r);
-			session_fail(s);
+			q->answer(q, NULL, NULL);
 			return true;
 		}
 	}
 	if (d.verdict == SCHED_WAIT)
 		return false;
 	sched_queue_remove(&b->queue, r);
-	session_answer(s, &d, b->scratch);
+	q->answer(q, &d, b->scratch);
 	if (d.verdict == SCHED_DATA) {
 		explicit_bzero(b->scratch, d.bytes);
 		*served = true;
@@ -167,7 +182,7 @@ static bool serve(struct broker *b, struct sched_request *r, bool final, bool *s
 /* The run source: the one place waiting GETs are answered and sources told to SLEEP or WAKE,
  * one loop iteration after whatever changed the pool or the queue, never inside a session's own
  * handler. */
-int broker_on_run(sd_event_source *src, void *userdata)
+int serve_on_run(sd_event_source *src, void *userdata)
 {
 	struct broker *b = userdata;
 	bool head = b->pool_changed || b->queue_changed, served = false;
@@ -194,7 +209,7 @@ int broker_on_run(sd_event_source *src, void *userdata)
 	return 0;
 }
 
-int broker_on_queue_timer(sd_event_source *src, uint64_t usec, void *userdata)
+int serve_on_queue_timer(sd_event_source *src, uint64_t usec, void *userdata)
 {
 	struct broker *b = userdata;
 

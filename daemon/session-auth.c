@@ -286,7 +286,7 @@ int session_rebind(struct session *s, const struct eb_conf *old, const struct eb
 	if (!why || s->reg.state == SESSION_CLOSING) {
 		int user = u ? (int)(u - new->users) : -1;
 
-		s->get.user = user; /* a waiting GET is paid from the same user's quota */
+		s->get.request.user = user; /* a waiting GET is paid from the same user's quota */
 		return user;
 	}
 	log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,

@@ -12,12 +12,74 @@
 #include "broker.h"
 #include "chain.h"
 #include "conn.h"
+#include "history.h"
 #include "log.h"
 #include "macro.h"
 #include "report.h"
+#include "serve.h"
 #include "session-internal.h"
 #include "session.h"
 #include "upstream.h"
+
+/* A HELLO, PUT or GET: when the session was last heard from. */
+static void seen(struct session *s)
+{
+	s->last_usec = broker_now(s->broker);
+}
+
+static struct user_totals *totals_of(struct session *s)
+{
+	return &s->broker->totals[s->reg.user];
+}
+
+/* What an admin sees (admin.c), counted here: a PUT of bytes whose claim (after the user's cap,
+ * before the broker's own test) was claim, stuck when that test withheld its credit, credited
+ * what the pool took. */
+static void count_put(struct session *s, size_t bytes, uint64_t claim, bool stuck,
+                      uint64_t credited)
+{
+	struct user_totals *t = totals_of(s);
+
+	s->bytes_in += bytes;
+	s->bits_in += credited;
+	s->put_claimed = claim > 0;
+	s->put_stuck = stuck;
+	t->bytes_in += bytes;
+	t->bits_in += credited;
+	seen(s);
+	history_count(s->broker->history, HISTORY_SOURCE, s->broker->conf->users[s->reg.user].name,
+	              s->kind, credited, s->last_usec);
+	if (stuck)
+		history_count_alarm(s->broker->history);
+}
+
+/* An EMPTY answered the GET: the session starves from that GET's arrival until a DATA. */
+static void count_empty(struct session *s)
+{
+	s->empty_answers++;
+	totals_of(s)->empty_answers++;
+	history_count_empty(s->broker->history);
+	if (s->starving_since_usec == 0)
+		s->starving_since_usec = s->get.request.since_usec;
+}
+
+/* A DATA of bytes carrying bits (0 for DRBG output) answered the GET. */
+static void count_data(struct session *s, size_t bytes, uint32_t bits)
+{
+	struct user_totals *t = totals_of(s);
+
+	s->starving_since_usec = 0;
+	if (s->get.request.drbg) {
+		s->bytes_drbg += bytes;
+		t->bytes_drbg += bytes;
+	} else {
+		s->bits_out += bits;
+		t->bits_out += bits;
+		history_count(s->broker->history, HISTORY_SINK,
+		              s->broker->conf->users[s->reg.user].name, s->kind, bits,
+		              broker_now(s->broker));
+	}
+}
 
 static void send_sleep(struct session *s)
 {
@@ -51,19 +113,25 @@ static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 		                 eb_roles_to_string(u->roles, have, sizeof(have)));
 		return session_refuse(s, EB_ERR_FORBIDDEN, "role not allowed for this user");
 	}
-	if (h->n_chain > 0 && chain_accept(s, h) < 0)
-		return;
+	if (h->n_chain > 0) {
+		const char *why;
+
+		if (chain_accept(s->broker, s->reg.user, s->peer, h, &s->chain, &why) < 0)
+			return session_refuse(s, EB_ERR_FORBIDDEN, why);
+	}
 	registry_set_roles(&s->reg, h->roles);
 	if (s->reg.roles & EB_ROLE_SOURCE)
 		eb_conn_set_bulk(s->conn);
 	snprintf(s->kind, sizeof(s->kind), "%s", h->kind);
 	s->id = ++s->broker->last_session_id;
 	s->claim_mbits_per_byte = h->claim_mbits_per_byte;
-	admin_seen(s);
+	seen(s);
 	session_set_state(s, SESSION_READY);
-	if (s->n_chain > 0)
+	if (s->chain.n > 0) {
 		/* What this broker draws for upstream just grew: its own upstream hears now. */
+		chain_join(s->broker, &s->chain);
 		upstream_path_changed(s->broker);
+	}
 	(void)sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
 
 	m.welcome.version = EB_PROTO_VERSION;
@@ -129,12 +197,12 @@ static void handle_put(struct session *s, const struct eb_msg_put *p)
 		s->stuck_logged = true;
 		stuck = true;
 	}
-	r = broker_put(s->broker, p->data, p->len, stuck ? 0 : claim, &credited);
+	r = serve_put(s->broker, p->data, p->len, stuck ? 0 : claim, &credited);
 	if (r < 0) {
 		log_error_errno(r, "Failed to add to the pool: %m");
 		return session_refuse(s, EB_ERR_INTERNAL, "pool failure");
 	}
-	admin_count_put(s, p->len, claim, stuck, credited);
+	count_put(s, p->len, claim, stuck, credited);
 	m.put_ack.credited_bits = (uint32_t)credited;
 	m.put_ack.accepted_bytes = p->len;
 	(void)session_send(s, &m);
@@ -146,15 +214,61 @@ static void handle_put(struct session *s, const struct eb_msg_put *p)
 		send_sleep(s);
 }
 
+/* The GET path's answer to the waiting GET (serve.h): d is DATA, QUOTA or EMPTY, or NULL when the
+ * pool failed (an ERROR, then close). */
+static void answer_get(struct serve_request *q, const struct sched_decision *d, const uint8_t *data)
+{
+	struct session *s = (struct session *)((char *)q - offsetof(struct session, get));
+	struct eb_msg m = {.type = EB_MSG_DATA};
+	int r;
+
+	assert(!serve_waiting(s->broker, q));
+	if (!d) {
+		session_refuse(s, EB_ERR_INTERNAL, "pool failure");
+		(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+		return;
+	}
+	switch (d->verdict) {
+	case SCHED_DATA:
+		/* Only full-entropy output carries bits; DRBG output is never counted as entropy.
+		 */
+		m.data.bits = s->get.request.drbg ? 0 : (uint32_t)(d->bytes * 8);
+		m.data.data = data;
+		m.data.len = (uint32_t)d->bytes;
+		r = session_send(s, &m);
+		if (r < 0) {
+			log_error_errno(r, "Failed to encode DATA for %s: %m", s->peer);
+			session_refuse(s, EB_ERR_INTERNAL, "encoding failure");
+			return;
+		}
+		count_data(s, m.data.len, m.data.bits);
+		break;
+	case SCHED_QUOTA:
+		session_send_retry(s, EB_MSG_QUOTA, d->retry_ms);
+		break;
+	case SCHED_EMPTY:
+		count_empty(s);
+		session_send_retry(s, EB_MSG_EMPTY, d->retry_ms);
+		break;
+	case SCHED_WAIT:
+	case _SCHED_VERDICT_MAX:
+	case _SCHED_VERDICT_INVALID:
+		assert(!"not an answer");
+		return;
+	}
+	/* Flush and read on from the event loop: the broker answers from its own handler. */
+	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+}
+
 static void handle_get(struct session *s, const struct eb_msg_get *g)
 {
-	s->get.bits = g->bits;
-	s->get.drbg = g->mode == EB_GET_DRBG;
-	s->get.user = s->reg.user;
-	s->get.since_usec = broker_now(s->broker);
-	s->get_pending = true;
-	admin_seen(s);
-	broker_get(s->broker, &s->get);
+	s->get.request.bits = g->bits;
+	s->get.request.drbg = g->mode == EB_GET_DRBG;
+	s->get.request.user = s->reg.user;
+	s->get.request.since_usec = broker_now(s->broker);
+	s->get.answer = answer_get;
+	seen(s);
+	serve_get(s->broker, &s->get);
 }
 
 /* A page of a report: up to EB_REPORT_ROWS_MAX rows, within the one frame the write buffer has
@@ -165,7 +279,7 @@ static void handle_report(struct session *s, const struct eb_msg_report_req *q)
 	struct eb_msg m;
 	int r;
 
-	r = rows ? admin_report(s->broker, q, rows, EB_REPORT_ROWS_SIZE, &m) : -ENOMEM;
+	r = rows ? s->broker->hooks.report(s->broker, q, rows, EB_REPORT_ROWS_SIZE, &m) : -ENOMEM;
 	if (r >= 0)
 		r = session_send(s, &m);
 	if (r < 0) {
@@ -183,53 +297,9 @@ static void handle_status(struct session *s)
 	(void)session_send(s, &m);
 }
 
-void session_answer(struct session *s, const struct sched_decision *d, const uint8_t *data)
+void session_tell_asleep(struct registry_entry *e, bool asleep)
 {
-	struct eb_msg m = {.type = EB_MSG_DATA};
-	int r;
-
-	assert(s->get_pending);
-	s->get_pending = false;
-	switch (d->verdict) {
-	case SCHED_DATA:
-		/* Only full-entropy output carries bits; DRBG output is never counted as entropy.
-		 */
-		m.data.bits = s->get.drbg ? 0 : (uint32_t)(d->bytes * 8);
-		m.data.data = data;
-		m.data.len = (uint32_t)d->bytes;
-		r = session_send(s, &m);
-		if (r < 0) {
-			log_error_errno(r, "Failed to encode DATA for %s: %m", s->peer);
-			session_refuse(s, EB_ERR_INTERNAL, "encoding failure");
-			return;
-		}
-		admin_count_data(s, m.data.len, m.data.bits);
-		break;
-	case SCHED_QUOTA:
-		session_send_retry(s, EB_MSG_QUOTA, d->retry_ms);
-		break;
-	case SCHED_EMPTY:
-		admin_count_empty(s);
-		session_send_retry(s, EB_MSG_EMPTY, d->retry_ms);
-		break;
-	case SCHED_WAIT:
-	case _SCHED_VERDICT_MAX:
-	case _SCHED_VERDICT_INVALID:
-		assert(!"not an answer");
-		return;
-	}
-	/* Flush and read on from the event loop: the broker answers from its own handler. */
-	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
-}
-
-void session_fail(struct session *s)
-{
-	session_refuse(s, EB_ERR_INTERNAL, "pool failure");
-	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
-}
-
-void session_set_asleep(struct session *s, bool asleep)
-{
+	struct session *s = session_of(e);
 	struct eb_msg m = {.type = asleep ? EB_MSG_SLEEP : EB_MSG_WAKE,
 	                   .retry.retry_ms = SCHEDULER_SLEEP_MS};
 

@@ -16,8 +16,10 @@
 #include <systemd/sd-event.h>
 
 #include "broker.h"
+#include "chain.h"
 #include "conn.h"
 #include "log.h"
+#include "serve.h"
 #include "session-internal.h"
 #include "upstream.h"
 
@@ -157,7 +159,7 @@ void session_update_events(struct session *s)
 
 	/* Bytes that TLS already decrypted, or whole frames we stopped parsing for lack of
 	 * output room, do not make the fd readable again: come back for them soon. */
-	readable_buffered = s->reg.state != SESSION_CLOSING && !s->get_pending &&
+	readable_buffered = s->reg.state != SESSION_CLOSING && !serve_waiting(s->broker, &s->get) &&
 	                    session_has_room(s, EB_FRAME_MAX) &&
 	                    (eb_conn_pending(s->conn) || has_whole_frame(s));
 	if (readable_buffered)
@@ -216,8 +218,10 @@ void session_set_state(struct session *s, enum session_state state)
 	if (from == SESSION_READY || state == SESSION_READY)
 		broker_mark_status(s->broker);
 	/* A downstream broker's ids leave with it: this broker's own upstream hears. */
-	if (state == SESSION_CLOSING && s->n_chain > 0)
+	if (from == SESSION_READY && s->chain.n > 0) {
+		chain_leave(s->broker, &s->chain);
 		upstream_path_changed(s->broker);
+	}
 	/* A peer that does not read its last message must not keep the session: it gets as long
 	 * to take it as a new peer gets to say HELLO. */
 	if (state == SESSION_CLOSING && s->timer) {
@@ -248,8 +252,7 @@ void session_refuse(struct session *s, enum eb_error_code code, const char *text
 	snprintf(m.error.text, sizeof(m.error.text), "%s", text);
 	(void)session_send(s, &m);
 	/* A GET waiting in the queue goes unanswered: the ERROR is the last word. */
-	broker_cancel_get(s->broker, &s->get);
-	s->get_pending = false;
+	serve_cancel(s->broker, &s->get);
 	session_set_state(s, SESSION_CLOSING);
 }
 
@@ -300,8 +303,7 @@ void session_free(struct session *s)
 		return;
 	assert(!s->ended);
 	b = s->broker;
-	broker_cancel_get(b, &s->get);
-	s->get_pending = false;
+	serve_cancel(b, &s->get);
 	if (s->reg.state != SESSION_OUTSIDE) {
 		session_set_state(s, SESSION_CLOSING);
 		session_set_state(s, SESSION_OUTSIDE);
@@ -573,7 +575,8 @@ static bool process_frames(struct session *s)
 		size_t size;
 		int r;
 
-		if (s->get_pending || !session_has_room(s, EB_FRAME_MAX) || s->rstart == s->rend)
+		if (serve_waiting(s->broker, &s->get) || !session_has_room(s, EB_FRAME_MAX) ||
+		    s->rstart == s->rend)
 			break;
 		r = eb_frame_parse(s->rbuf + s->rstart, s->rend - s->rstart, &f, &size);
 		if (r == -EAGAIN)

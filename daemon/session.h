@@ -10,10 +10,12 @@
 
 #include <systemd/sd-event.h>
 
+#include "chain.h"
 #include "list.h"
 #include "proto.h"
 #include "registry.h"
 #include "scheduler.h"
+#include "serve.h"
 #include "workers.h"
 
 struct broker;
@@ -54,9 +56,8 @@ struct session {
 	char peer[128];       /* "tcp [::1]:40000", "unix pid=12 uid=1000" */
 	const char *listener; /* the listener's name */
 	char kind[EB_KIND_MAX + 1];
-	/* A broker drawing from this one: the ids its HELLO carried (chain.c). */
-	uint8_t n_chain;
-	uint64_t chain[EB_CHAIN_MAX];
+	/* A broker drawing from this one: the ids its HELLO carried (chain.c's while READY). */
+	struct chain_link chain;
 
 	/* Bytes outside [start, end) are always wiped (consumed frames, sent bytes, what a
 	 * compaction vacated), so an empty buffer is freed as it is. cap: its allocated size. */
@@ -64,10 +65,9 @@ struct session {
 	size_t rstart, rend, wstart, wend;
 	size_t rcap, wcap;
 
-	/* The GET being served, in the broker's queue; further frames wait in rbuf until it is
-	 * answered. */
-	bool get_pending;
-	struct sched_request get;
+	/* The GET being served, while in the broker's queue (serve_waiting()); further frames
+	 * wait in rbuf until it is answered. */
+	struct serve_request get;
 
 	uint64_t empty_answers; /* GETs answered EMPTY */
 	uint64_t
@@ -100,24 +100,15 @@ int session_new_proxied(struct broker *b, int fd, const char *listener,
                         const struct sockaddr_storage *balancer, struct session **ret);
 void session_free(struct session *s);
 
-static inline struct session *session_from_get(struct sched_request *r)
-{
-	return (struct session *)((char *)r - offsetof(struct session, get));
-}
-
 static inline struct session *session_of(const struct registry_entry *e)
 {
 	return (struct session *)((char *)e - offsetof(struct session, reg));
 }
 
-/* What the broker tells a session; each only buffers frames and schedules the session's own
- * pump, so none of them runs a peer's handler or frees a session. */
-/* Answers the pending GET: d is DATA (data holds d->bytes), QUOTA or EMPTY. */
-void session_answer(struct session *s, const struct sched_decision *d, const uint8_t *data);
-/* The broker could not serve the pending GET: an ERROR, then close. */
-void session_fail(struct session *s);
-/* Flow control: SLEEP (asleep) or WAKE, to a ready source that was not told so yet. */
-void session_set_asleep(struct session *s, bool asleep);
+/* Flow control (the broker's set_asleep hook): SLEEP (asleep) or WAKE, to a ready source that was
+ * not told so yet. It only buffers a frame and schedules the session's own pump, so it runs no
+ * peer's handler and frees no session. */
+void session_tell_asleep(struct registry_entry *e, bool asleep);
 /* Whether a source rests at now: told SLEEP, and neither woken nor past the SLEEP's retry_ms. */
 bool session_is_asleep(const struct session *s, uint64_t now);
 /* The broker stops: an ERROR to a ready peer, written at once, and close_notify. */

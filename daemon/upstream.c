@@ -22,6 +22,7 @@
 #include "log.h"
 #include "macro.h"
 #include "pool.h"
+#include "serve.h"
 #include "upstream-internal.h"
 #include "uri.h"
 
@@ -117,11 +118,6 @@ void upstream_path_changed(struct broker *b)
 	upstream_level_changed(b);
 }
 
-uint64_t upstream_bits_in(const struct upstream *u)
-{
-	return u ? u->bits_in : 0;
-}
-
 void upstream_get_view(const struct upstream *u, struct upstream_view *ret)
 {
 	*ret = (struct upstream_view){
@@ -163,9 +159,9 @@ static void take_data(struct upstream *u, const struct up_note *h, const uint8_t
 	int r;
 
 	/* Credit is what the upstream vouched for in its DATA and the health tests let through,
-	 * never more: broker_put() clamps it to 8 bits a byte and to the room below capacity. */
+	 * never more: serve_put() clamps it to 8 bits a byte and to the room below capacity. */
 	bits = h->bits > 8 * (uint64_t)h->len ? 0 : health_credit(u, h, data);
-	r = broker_put(u->b, data, h->len, bits, &credited);
+	r = serve_put(u->b, data, h->len, bits, &credited);
 	if (r < 0) {
 		log_error_errno(r, "Failed to add what the upstream sent to the pool: %m");
 		return;
@@ -357,7 +353,7 @@ int upstream_new(struct broker *b, struct upstream **ret)
 		upstream_free(u);
 		return r;
 	}
-	/* The thread inherits the signal mask broker_new() set up: signals stay the loop's. */
+	/* The thread inherits the signal mask brokerd_new() set up: signals stay the loop's. */
 	r = -pthread_create(&u->t.id, NULL, upstream_thread, &u->t);
 	if (r < 0) {
 		log_error_errno(r, "Failed to start the upstream thread: %m");

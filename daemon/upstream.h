@@ -21,9 +21,6 @@ void upstream_level_changed(struct broker *b);
 /* The ids this broker draws for changed (chain.c): the upstream hears at once. */
 void upstream_path_changed(struct broker *b);
 
-/* Bits credited from the upstream since start. */
-uint64_t upstream_bits_in(const struct upstream *u);
-
 /* What an admin sees of the upstream (admin.c): the broker last connected to ("" before the
  * first), whether the latest attempt failed, and what came in since start. */
 struct upstream_view {

@@ -32,7 +32,9 @@
 #include <openssl/ssl.h>
 #include <systemd/sd-event.h>
 
+#include "broker-config.h"
 #include "broker.h"
+#include "brokerd.h"
 #include "conf.h"
 #include "fuzz.h"
 #include "key.h"
@@ -227,21 +229,21 @@ static bool settle(struct broker *b)
 /* The seam must reach sd-event, or TIME would test nothing. */
 static void check_clock_seam(void)
 {
-	_cleanup_(broker_freep) struct broker *b = NULL;
+	_cleanup_(brokerd_freep) struct broker *b = NULL;
 	struct eb_conf *conf = NULL;
 	uint64_t t0 = 0, t1 = 0;
 	sigset_t saved;
 
 	check(pthread_sigmask(SIG_SETMASK, NULL, &saved) == 0);
-	check(broker_load_config(conf_path, &conf, NULL) == 0);
-	check(broker_new(conf, conf_path, &b) == 0);
+	check(broker_config_load(conf_path, &conf, NULL) == 0);
+	check(brokerd_new(conf, conf_path, &b) == 0);
 	(void)settle(b);
 	check(sd_event_now(b->event, CLOCK_MONOTONIC, &t0) >= 0);
 	clock_offset_usec += 10 * 1000000ULL;
 	(void)settle(b);
 	check(sd_event_now(b->event, CLOCK_MONOTONIC, &t1) >= 0);
 	check(t1 >= t0 + 10 * 1000000ULL);
-	b = broker_free(b);
+	b = brokerd_free(b);
 	check(pthread_sigmask(SIG_SETMASK, &saved, NULL) == 0);
 }
 
@@ -460,7 +462,7 @@ static void run_script(struct broker *b, struct peer *peers, unsigned n_peers, c
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static bool ready;
-	_cleanup_(broker_freep) struct broker *b = NULL;
+	_cleanup_(brokerd_freep) struct broker *b = NULL;
 	struct peer peers[PEERS_MAX];
 	struct eb_conf *conf = NULL;
 	unsigned n_peers;
@@ -474,10 +476,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		ready = true;
 	}
 
-	/* broker_new() blocks the signals it watches; libFuzzer gets them back afterwards. */
+	/* brokerd_new() blocks the signals it watches; libFuzzer gets them back afterwards. */
 	check(pthread_sigmask(SIG_SETMASK, NULL, &saved) == 0);
-	check(broker_load_config(conf_path, &conf, NULL) == 0);
-	check(broker_new(conf, conf_path, &b) == 0);
+	check(broker_config_load(conf_path, &conf, NULL) == 0);
+	check(brokerd_new(conf, conf_path, &b) == 0);
 
 	n_peers = 1 + data[0] % PEERS_MAX;
 	data++, size--;
@@ -505,7 +507,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check(b->registry.n_sessions == 0);
 	check(b->registry.n_sources == 0 && b->registry.n_sinks == 0);
 
-	b = broker_free(b);
+	b = brokerd_free(b);
 	check(pthread_sigmask(SIG_SETMASK, &saved, NULL) == 0);
 	ERR_clear_error();
 	return 0;
