@@ -97,6 +97,11 @@ int clock_gettime(clockid_t id, struct timespec *ts)
 	return 0;
 }
 
+/* $EB_FUZZ_HANDSHAKE_THREADS (0 to 4, default 0): handshakes on worker threads, so that the
+ * hand-off is fuzzed too. Inputs then need not replay the same: the loop waits a little for the
+ * workers instead of polling. */
+static unsigned handshake_threads;
+
 static char conf_path[PATH_MAX];
 static char dir_path[PATH_MAX];
 static SSL_CTX *clients[_CLIENT_ID_MAX];
@@ -148,8 +153,16 @@ static SSL_CTX *client_new(const char *user, const char *key_name)
 static void setup(void)
 {
 	static const char *const names[] = {"source", "sink", "admin", "stranger"};
-	const char *tmp = getenv("TMPDIR");
+	const char *tmp = getenv("TMPDIR"), *threads = getenv("EB_FUZZ_HANDSHAKE_THREADS");
 	char path[PATH_MAX], text[4096];
+
+	if (threads) {
+		char *end = NULL;
+		unsigned long v = strtoul(threads, &end, 10);
+
+		check(end != threads && *end == '\0' && v <= 4);
+		handshake_threads = (unsigned)v;
+	}
 
 	check((size_t)snprintf(dir_path, sizeof(dir_path), "%s/fuzz-session.XXXXXX",
 	                       tmp ? tmp : "/tmp") < sizeof(dir_path));
@@ -169,8 +182,9 @@ static void setup(void)
 	                       "capacity-bits = 8192\n"
 	                       "seed-file =\n"
 	                       "status-interval-sec = 1\n"
-	                       /* Handshakes on the loop: each input must replay the same. */
-	                       "handshake-threads = 0\n"
+	                       /* Handshakes on the loop unless asked: each input must
+	                        * replay the same. */
+	                       "handshake-threads = %u\n"
 	                       "[user local]\n"
 	                       "role = source,sink,admin\n"
 	                       "unix-uid = %u\n"
@@ -186,7 +200,8 @@ static void setup(void)
 	                       "[user admin]\n"
 	                       "role = admin,sink\n"
 	                       "key-file = %s/admin.key\n",
-	                       (unsigned)getuid(), dir_path, dir_path, dir_path) < sizeof(text));
+	                       handshake_threads, (unsigned)getuid(), dir_path, dir_path,
+	                       dir_path) < sizeof(text));
 	check((size_t)snprintf(conf_path, sizeof(conf_path), "%s/eb-brokerd.conf", dir_path) <
 	      sizeof(conf_path));
 	write_file(conf_path, text);
@@ -209,7 +224,8 @@ static unsigned run(struct broker *b, unsigned n)
 	unsigned busy = 0;
 
 	for (unsigned i = 0; i < n; i++) {
-		int r = sd_event_run(b->event, 0);
+		/* With workers, a step comes back through their eventfd: wait for it a moment. */
+		int r = sd_event_run(b->event, handshake_threads > 0 ? 2000 : 0);
 
 		check(r >= 0);
 		busy += r > 0;
