@@ -65,7 +65,7 @@ static int parse_argv(int argc, char *argv[])
 
 			/* A mistyped address is the operator's error (exit 2), not a runtime
 			 * failure found only after the configuration and the pool are set up. */
-			if (eb_uri_parse(optarg, &u) < 0)
+			if (eb_uri_parse(optarg, &u) < 0 || u.kind == EB_URI_SRV)
 				return log_error_errno(
 				    EINVAL,
 				    "Invalid --listen address \"%s\": expected tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH or vsock://CID[:PORT]",

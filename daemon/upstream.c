@@ -229,7 +229,7 @@ static void take_failure(struct upstream *u, const char *why, int err)
 	if (u->tcp && !u->netless && network_failure(err) && only_loopback()) {
 		log_warning(
 		    "Upstream: this broker's network namespace has no interface but lo "
-		    "(eb-brokerd.service's PrivateNetwork=yes does that), so no tcp:// upstream "
+		    "(eb-brokerd.service's PrivateNetwork=yes does that), so no tcp:// or srv: upstream "
 		    "can be reached: give the service the network with \"systemctl edit "
 		    "eb-brokerd.service\" as in %s, then restart it (eb-brokerd.conf(5), "
 		    "[upstream])",
@@ -321,7 +321,8 @@ int upstream_new(struct broker *b, struct upstream **ret)
 	for (unsigned i = 0; i < c->n_brokers; i++) {
 		struct eb_uri uri;
 
-		if (eb_uri_parse(c->brokers[i], &uri) >= 0 && uri.kind == EB_URI_TCP)
+		if (eb_uri_parse(c->brokers[i], &uri) >= 0 &&
+		    (uri.kind == EB_URI_TCP || uri.kind == EB_URI_SRV))
 			u->tcp = true;
 	}
 	r = eb_health_init(&u->health, 8.0, 8);

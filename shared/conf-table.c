@@ -281,6 +281,10 @@ static int parse_listen(struct conf_ctx *c, const char *value, void *field)
 	r = eb_uri_parse(value, &u);
 	if (r < 0)
 		return r;
+	if (u.kind == EB_URI_SRV) {
+		c->reason = "srv:NAME names brokers to connect to, not an address to listen on";
+		return -EINVAL;
+	}
 	/* The same address twice would fail only later, at bind(), and less clearly. */
 	for (unsigned i = 0; i < c->conf->n_listen; i++) {
 		char a[512], b[512];

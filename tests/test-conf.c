@@ -549,6 +549,9 @@ static void test_errors_values(void **state)
 	}
 	expect_error("[broker]\nlisten = unix:/a\nlisten = tcp://h\nlisten = tcp://h:55225\n", 4,
 	             "invalid value \"tcp://h:55225\" for listen: this address is already listed");
+	expect_error(
+	    "[broker]\nlisten = srv:fleet.test\n", 2,
+	    "invalid value \"srv:fleet.test\" for listen: srv:NAME names brokers to connect to, not an address to listen on");
 	{
 		char many[2048] = "[broker]\n";
 		size_t used = strlen(many);
