@@ -307,10 +307,14 @@ int eb_proxy_read(struct eb_proxy_reader *r, int fd, struct eb_proxy_header *ret
 		if (want == 0 || want > sizeof(r->buf) - r->n)
 			return -EMSGSIZE;
 		k = recv(fd, r->buf + r->n, want, MSG_DONTWAIT);
-		if (k < 0)
-			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-		if (k == 0)
+		if (k < 0 && errno == EWOULDBLOCK)
+			return -EAGAIN;
+		/* Gone, by a FIN or a reset (HAProxy ends its health checks with one): before a
+		 * byte, or partway through the header. */
+		if (k == 0 || (k < 0 && errno == ECONNRESET))
 			return r->n == 0 ? -EPIPE : -ECONNRESET;
+		if (k < 0)
+			return -errno;
 		r->n += (size_t)k;
 	}
 }

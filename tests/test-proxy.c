@@ -471,6 +471,48 @@ static void test_reader_errors(void **state)
 	close(sv[1]);
 }
 
+/* A TCP peer that resets (as HAProxy ends its health checks): before a byte it is gone as
+ * quietly as one that closed; partway through a header it is not. */
+static void reset_after(const uint8_t *data, size_t n, int expected)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct linger lin = {.l_onoff = 1, .l_linger = 0};
+	struct eb_proxy_reader r = {};
+	struct eb_proxy_header h;
+	socklen_t len = sizeof(a);
+	int l, c, s, q;
+
+	l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(l >= 0);
+	assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(l, 1), 0);
+	assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
+	c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
+	s = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(s >= 0);
+	if (n > 0) {
+		assert_int_equal(write(c, data, n), (ssize_t)n);
+		/* The bytes are in before the reset comes. */
+		assert_int_equal(eb_proxy_read(&r, s, &h), -EAGAIN);
+	}
+	assert_int_equal(setsockopt(c, SOL_SOCKET, SO_LINGER, &lin, sizeof(lin)), 0);
+	close(c);
+	do
+		q = eb_proxy_read(&r, s, &h);
+	while (q == -EAGAIN);
+	assert_int_equal(q, expected);
+	close(s);
+	close(l);
+}
+
+static void test_reader_reset(void **state)
+{
+	(void)state;
+	reset_after(NULL, 0, -EPIPE);
+	reset_after(sig, 8, -ECONNRESET);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -485,6 +527,7 @@ int main(void)
 	    cmocka_unit_test(test_v1_malformed),
 	    cmocka_unit_test(test_reader),
 	    cmocka_unit_test(test_reader_errors),
+	    cmocka_unit_test(test_reader_reset),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
