@@ -102,7 +102,8 @@ static void fake_view(struct view *v)
 	for (int w = 0; w < _VIEW_WINDOW_MAX; w++) {
 		struct view_series *h = &v->history[w];
 
-		*h = (struct view_series){.slots = slots[w], .interval_s = interval[w], .age_s = 3};
+		*h = (struct view_series){
+		    .slots = slots[w], .interval_ms = interval[w] * 1000, .age_ms = 3000};
 		h->n = w == VIEW_HOUR ? slots[w] : slots[w] - 200;
 		h->samples = calloc(h->n, sizeof(*h->samples));
 		assert_non_null(h->samples);

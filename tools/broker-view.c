@@ -62,12 +62,51 @@ static int fetch(struct eb_client *c, uint8_t table, void **ret, size_t *ret_n)
 	return 0;
 }
 
-/* The history, until the broker serves it: none. */
+/* One window of the broker's history as the page's series. */
+static int series_from(struct view_series *out, const struct eb_history_sample *in, size_t n,
+                       size_t slots, uint64_t read_at_ms)
+{
+	*out = (struct view_series){.slots = slots};
+	if (n == 0)
+		return 0;
+	out->samples = calloc(n, sizeof(*out->samples));
+	if (!out->samples)
+		return -ENOMEM;
+	out->n = n;
+	/* Every sample of a window spans the same; the newest says how long. */
+	out->interval_ms = in[n - 1].interval_ms;
+	out->age_ms = read_at_ms > in[n - 1].end_ms ? read_at_ms - in[n - 1].end_ms : 0;
+	for (size_t i = 0; i < n; i++)
+		out->samples[i] = (struct view_sample){
+		    .pool_bits = in[i].pool_bits,
+		    .bits_in = in[i].bits_in,
+		    .bits_out = in[i].bits_out,
+		    .sources = in[i].sources,
+		    .sinks = in[i].sinks,
+		    .alarms = in[i].alarms,
+		    .empty_answers = in[i].empty,
+		};
+	return 0;
+}
+
+/* The broker's last hour and day. A broker that keeps none (an older one) answers the table
+ * with an error: the page then says there is no history, rather than failing. */
 static int fetch_history(struct eb_client *c, struct view *v)
 {
-	(void)c;
-	(void)v;
-	return 0;
+	_cleanup_free_ struct eb_history *h = calloc(1, sizeof(*h));
+	uint64_t now_ms = v->read_at_s * 1000;
+	int r;
+
+	if (!h)
+		return -ENOMEM;
+	r = eb_history_fetch(c, h);
+	if (r < 0)
+		return 0;
+	r = series_from(&v->history[VIEW_HOUR], h->hour, h->n_hour, EB_HISTORY_HOUR_MAX, now_ms);
+	if (r >= 0)
+		r = series_from(&v->history[VIEW_DAY], h->day, h->n_day, EB_HISTORY_DAY_MAX,
+		                now_ms);
+	return r;
 }
 
 int view_load(struct view *v, struct eb_client *c, bool with_history)

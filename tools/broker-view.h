@@ -22,12 +22,12 @@ struct view_sample {
 	uint32_t empty_answers;     /* GETs answered EMPTY during it */
 };
 
-/* One window of the history: n samples of interval_s each, oldest first, the last ending
- * age_s before the view was read. */
+/* One window of the history: n samples of interval_ms each (shorter under the broker's
+ * test-only interval), oldest first, the last ending age_ms before the view was read. */
 struct view_series {
 	size_t slots; /* the window's length in samples: what the broker keeps */
-	uint32_t interval_s;
-	uint32_t age_s;
+	uint32_t interval_ms;
+	uint64_t age_ms;
 	size_t n;
 	struct view_sample *samples;
 };

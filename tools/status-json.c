@@ -20,10 +20,10 @@ static struct json_object *series_json(const struct view_series *h)
 {
 	struct json_object *o = json_object_new_object(), *a = json_object_new_array();
 
-	add_u64(o, "interval_s", h->interval_s);
+	add_u64(o, "interval_ms", h->interval_ms);
 	add_u64(o, "slots", h->slots);
 	/* The newest sample ended this long before read_at; the others one interval apart. */
-	add_u64(o, "age_s", h->age_s);
+	add_u64(o, "age_ms", h->age_ms);
 	for (size_t i = 0; i < h->n; i++) {
 		const struct view_sample *s = &h->samples[i];
 		struct json_object *x = json_object_new_object();

@@ -184,10 +184,10 @@ static void chart_img(FILE *f, const struct svg_chart *c, const char *alt)
 	fputs("\">", f);
 }
 
-/* The end of sample i of a window, in seconds before the view was read. */
-static uint64_t sample_ago_s(const struct view_series *h, size_t i)
+/* The end of sample i of a window, in ms before the view was read. */
+static uint64_t sample_ago_ms(const struct view_series *h, size_t i)
 {
-	return h->age_s + (uint64_t)(h->n - 1 - i) * h->interval_s;
+	return h->age_ms + (uint64_t)(h->n - 1 - i) * h->interval_ms;
 }
 
 struct chart_data {
@@ -223,8 +223,8 @@ static int chart_data_load(struct chart_data *d, const struct view_series *h)
 		const struct view_sample *s = &h->samples[skip + i];
 
 		d->pool[i] = (double)s->pool_bits;
-		d->in[i] = (double)s->bits_in / h->interval_s;
-		d->out[i] = (double)s->bits_out / h->interval_s;
+		d->in[i] = (double)s->bits_in * 1000 / h->interval_ms;
+		d->out[i] = (double)s->bits_out * 1000 / h->interval_ms;
 		d->marks[i] =
 		    (s->alarms ? SVG_MARK_ALARM : 0) | (s->empty_answers ? SVG_MARK_STARVED : 0);
 		d->alarms += s->alarms;
@@ -251,7 +251,7 @@ static void charts(FILE *f, const struct view *v, enum view_window w)
 	char alt[512], a[16], b[16], c[16];
 
 	fprintf(f, "<h2>The last %s</h2>\n", span);
-	if (h->n == 0 || h->slots == 0 || h->interval_s == 0 || chart_data_load(&d, h) < 0) {
+	if (h->n == 0 || h->slots == 0 || h->interval_ms == 0 || chart_data_load(&d, h) < 0) {
 		fputs("<p>No history yet: this broker keeps none, or has only just started.</p>\n",
 		      f);
 		return;
@@ -263,7 +263,7 @@ static void charts(FILE *f, const struct view *v, enum view_window w)
 	chart_img(f,
 	          &(struct svg_chart){.slots = h->slots,
 	                              .n = d.n,
-	                              .interval_s = h->interval_s,
+	                              .interval_ms = h->interval_ms,
 	                              .lines = (struct svg_line[]){{d.pool, COLOUR_POOL, true}},
 	                              .n_lines = 1,
 	                              .marks = d.marks},
@@ -282,7 +282,7 @@ static void charts(FILE *f, const struct view *v, enum view_window w)
 	chart_img(f,
 	          &(struct svg_chart){.slots = h->slots,
 	                              .n = d.n,
-	                              .interval_s = h->interval_s,
+	                              .interval_ms = h->interval_ms,
 	                              .lines = (struct svg_line[]){{d.in, COLOUR_IN, false},
 	                                                           {d.out, COLOUR_OUT, false}},
 	                              .n_lines = 2,
@@ -299,7 +299,7 @@ static void charts(FILE *f, const struct view *v, enum view_window w)
 /* One row per run of intervals with alarms or EMPTY answers: from the hour's finer samples, then
  * the day's before the hour began. */
 static size_t event_rows(FILE *f, const struct view *v, const struct view_series *h,
-                         uint64_t older_than_s)
+                         uint64_t older_than_ms)
 {
 	size_t rows = 0;
 
@@ -309,7 +309,7 @@ static size_t event_rows(FILE *f, const struct view *v, const struct view_series
 		size_t j = i;
 		char a[32], b[32];
 
-		if ((!s->alarms && !s->empty_answers) || sample_ago_s(h, i) < older_than_s) {
+		if ((!s->alarms && !s->empty_answers) || sample_ago_ms(h, i) < older_than_ms) {
 			i++;
 			continue;
 		}
@@ -318,8 +318,8 @@ static size_t event_rows(FILE *f, const struct view *v, const struct view_series
 			empty += h->samples[j].empty_answers;
 		}
 		fprintf(f, "<tr><td>%s</td><td>%s</td>",
-		        clock_of(v, (sample_ago_s(h, i) + h->interval_s) * 1000, a),
-		        clock_of(v, sample_ago_s(h, j - 1) * 1000, b));
+		        clock_of(v, sample_ago_ms(h, i) + h->interval_ms, a),
+		        clock_of(v, sample_ago_ms(h, j - 1), b));
 		fprintf(f,
 		        "<td class=\"n%s\">%" PRIu64 "</td><td class=\"n%s\">%" PRIu64
 		        "</td></tr>\n",
@@ -342,7 +342,7 @@ static void events(FILE *f, const struct view *v)
 	      f);
 	rows = event_rows(f, v, hour, 0);
 	rows += event_rows(f, v, &v->history[VIEW_DAY],
-	                   hour->n ? sample_ago_s(hour, 0) + hour->interval_s : 0);
+	                   hour->n ? sample_ago_ms(hour, 0) + hour->interval_ms : 0);
 	if (rows == 0)
 		fputs("<tr><td colspan=\"4\">none in the last day</td></tr>\n", f);
 	fputs("</table></div>\n", f);

@@ -67,8 +67,9 @@ static double y_of(double v, double top)
 
 static void axes(FILE *f, const struct svg_chart *c, double top, double step)
 {
-	uint64_t span = (uint64_t)c->slots * c->interval_s;
-	bool hours = span >= 3 * 3600;
+	/* The window in seconds; a test's compressed window is labelled in seconds. */
+	uint64_t span_ms = (uint64_t)c->slots * c->interval_ms, span = span_ms / 1000;
+	bool hours = span >= 3 * 3600, seconds = span < 3 * 60;
 	char buf[16];
 
 	for (int k = 0; k <= (int)(top / step + 0.5); k++) {
@@ -92,6 +93,12 @@ static void axes(FILE *f, const struct svg_chart *c, double top, double step)
 			        "<text x='%.1f' y='%d' text-anchor='end' fill='" INK "' " FONT
 			        ">now</text>",
 			        x, SVG_HEIGHT - 6);
+		else if (seconds)
+			fprintf(f,
+			        "<text x='%.1f' y='%d' text-anchor='%s' fill='" INK "' " FONT
+			        ">&#8722;%" PRIu64 " s</text>",
+			        x, SVG_HEIGHT - 6, k == 0 ? "start" : "middle",
+			        span_ms * (uint64_t)(4 - k) / 4 / 1000);
 		else if (hours)
 			fprintf(f,
 			        "<text x='%.1f' y='%d' text-anchor='%s' fill='" INK "' " FONT

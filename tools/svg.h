@@ -21,9 +21,9 @@ struct svg_line {
 };
 
 struct svg_chart {
-	size_t slots;        /* the window's slots; the n samples fill its right end */
-	size_t n;            /* samples, at most slots */
-	uint32_t interval_s; /* a slot's length, for the time axis' labels */
+	size_t slots;         /* the window's slots; the n samples fill its right end */
+	size_t n;             /* samples, at most slots */
+	uint32_t interval_ms; /* a slot's length, for the time axis' labels */
 	const struct svg_line *lines;
 	size_t n_lines;
 	const uint8_t *marks; /* n of SVG_MARK_*, or NULL */
