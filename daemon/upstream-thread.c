@@ -4,6 +4,7 @@
  * decides what is worth a line. */
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -51,7 +52,7 @@ static int send_note(int fd, uint8_t *buf, enum up_note_type type, uint32_t bits
 	ssize_t n;
 
 	if (text)
-		strncpy(h.text, text, sizeof(h.text) - 1);
+		snprintf(h.text, sizeof(h.text), "%s", text);
 	memcpy(buf, &h, sizeof(h));
 	if (len > 0)
 		memcpy(buf + sizeof(h), data, len);

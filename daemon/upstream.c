@@ -55,7 +55,26 @@ struct upstream {
 	uint64_t health_episodes; /* logged so far */
 	char last_broker[EB_TEXT_MAX + 64], last_failure[EB_TEXT_MAX + 64];
 	uint8_t *buf; /* one record */
+	/* A command the socket had no room for, sent when it has: the latest state of what the
+	 * thread should do, so that a DRAW is never lost, only merged with what follows it. */
+	bool cmd_queued;
+	struct up_cmd queued;
 };
+
+/* Sends what is queued; the io source watches for room only while something is. */
+static void flush_cmd(struct upstream *u)
+{
+	if (!u->cmd_queued)
+		return;
+	if (send(u->fd, &u->queued, sizeof(u->queued), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			log_debug_errno(errno, "Failed to ask the upstream thread: %m");
+		(void)sd_event_source_set_io_events(u->io, EPOLLIN | EPOLLOUT);
+		return;
+	}
+	u->cmd_queued = false;
+	(void)sd_event_source_set_io_events(u->io, EPOLLIN);
+}
 
 /* Tells the thread to draw bits more (0: nothing more), with the chain as it stands now. */
 static void send_cmd(struct upstream *u, uint64_t bits)
@@ -74,10 +93,13 @@ static void send_cmd(struct upstream *u, uint64_t bits)
 	}
 	u->too_deep = false;
 	cmd.n_chain = (uint32_t)n;
-	if (send(u->fd, &cmd, sizeof(cmd), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
-		log_debug_errno(errno, "Failed to ask the upstream thread, ignoring: %m");
-		return;
-	}
+	/* A path change after a DRAW still queued keeps the DRAW's bits: the thread takes the
+	 * chain and the amount from the same record. */
+	if (u->cmd_queued && bits == 0)
+		cmd.bits = u->queued.bits;
+	u->queued = cmd;
+	u->cmd_queued = true;
+	flush_cmd(u);
 	u->n_chain = n;
 	memcpy(u->chain, cmd.chain, sizeof(u->chain));
 	if (bits > 0)
@@ -267,7 +289,9 @@ static int on_note(sd_event_source *src, int fd, uint32_t revents, void *userdat
 {
 	struct upstream *u = userdata;
 
-	(void)src, (void)revents;
+	(void)src;
+	if (revents & EPOLLOUT)
+		flush_cmd(u);
 	for (unsigned k = 0; k < NOTES_PER_WAKEUP; k++) {
 		struct up_note h;
 		ssize_t n = recv(fd, u->buf, UP_NOTE_MAX, MSG_DONTWAIT);
