@@ -121,7 +121,8 @@ static void marks(FILE *f, const struct svg_chart *c)
 
 	if (!c->marks)
 		return;
-	/* One band per run of starved samples, so that a day's narrow slots do not overlap. */
+	/* One band per run of starved samples, so that a day's narrow slots do not overlap; at
+	 * least 4 units wide, so that one starved sample of a day still shows. */
 	for (size_t i = 0, j; i < c->n; i = j) {
 		for (j = i; j < c->n && (c->marks[j] & SVG_MARK_STARVED); j++)
 			;
@@ -129,7 +130,7 @@ static void marks(FILE *f, const struct svg_chart *c)
 			fprintf(f,
 			        "<rect x='%.1f' y='%d' width='%.1f' height='%d' fill='" STARVED
 			        "' fill-opacity='0.4'/>",
-			        x_of(c, i) - slot, TOP, MAX(slot * (double)(j - i), 2.0), PLOT_H);
+			        x_of(c, i) - slot, TOP, MAX(slot * (double)(j - i), 4.0), PLOT_H);
 		else
 			j++;
 	}
