@@ -24,8 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -33,7 +31,8 @@ sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
 
 import netnslib  # noqa: E402
 from eblib import (BUILD, SKIP, Broker, Failure, check, main, need, prog,  # noqa: E402
-                   reserve_port, run, tcp_listening, wait_for, write_key)
+                   prometheus_query, prometheus_start, reserve_port, run, stop_process,
+                   tcp_listening, wait_for, write_key)
 
 SEEDS = int(os.environ.get("EB_FLEET_SEEDS", "5000"))
 CONCURRENCY = 64
@@ -208,23 +207,6 @@ def metrics_exporter(broker, tmp):
     return p, port
 
 
-def prom_query(port, expr):
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    with urllib.request.urlopen(url, timeout=10) as r:
-        data = json.load(r)
-    if data.get("status") != "success":
-        raise Failure(f"prometheus query {expr}: {data}")
-    return [(s["metric"], float(s["value"][1])) for s in data["data"]["result"]]
-
-
-def stop(p):
-    if p and p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(20)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 def test():
@@ -509,32 +491,19 @@ def test():
                         f"        labels: {{broker: {name}, tier: {tier}}}\n")
         phold, pport = reserve_port()
         holds.append(phold)
-        plog = os.path.join(tmp, "prometheus.log")
-        prom = subprocess.Popen(["prometheus", f"--config.file={conf}",
-                                 f"--storage.tsdb.path={os.path.join(tmp, 'tsdb')}",
-                                 f"--web.listen-address=127.0.0.1:{pport}", "--log.level=warn"],
-                                stdout=subprocess.DEVNULL, stderr=open(plog, "wb"))
-
-        def ready():
-            if prom.poll() is not None:
-                raise Failure(f"prometheus exited {prom.returncode}: {open(plog).read()[-500:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{pport}/-/ready", timeout=5) as r:
-                    return r.status == 200
-            except OSError:
-                return False
-        wait_for("prometheus to be ready", ready, 90)
+        prom = prometheus_start(conf, tmp, pport)
         wait_for("prometheus to scrape the three brokers",
-                 lambda: len([v for _, v in prom_query(pport, "eb_broker_up") if v == 1]) == 3, 60)
+                 lambda: len([v for _, v in prometheus_query(pport, "eb_broker_up")
+                              if v == 1]) == 3, 60)
         levels = settled(lambda: sum(br.status()["pool_bits"] for br in (site, a, b)),
                          "the three pools")
         total = wait_for("the recording rule fleet:eb_pool_bits:sum",
-                         lambda: [v for _, v in prom_query(pport, "fleet:eb_pool_bits:sum")
+                         lambda: [v for _, v in prometheus_query(pport, "fleet:eb_pool_bits:sum")
                                   if v == levels], 60,
-                         detail=lambda: f"{prom_query(pport, 'fleet:eb_pool_bits:sum')}")
+                         detail=lambda: f"{prometheus_query(pport, 'fleet:eb_pool_bits:sum')}")
         print(f"# prometheus: fleet:eb_pool_bits:sum {total[0]:.0f}")
         check(total[0] == levels, f"Prometheus' fleet pool is the three brokers' levels: {levels}")
-        waiting = prom_query(pport, "fleet:eb_sinks_waiting:edges")
+        waiting = prometheus_query(pport, "fleet:eb_sinks_waiting:edges")
         check(waiting and waiting[0][1] == 0, f"no guest waits at an edge: {waiting}")
 
         # The site dies: the edges serve what they hold, then their guests wait, and
@@ -548,11 +517,11 @@ def test():
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             wait_for("Prometheus to see a guest waiting at an edge",
-                     lambda: [v for _, v in prom_query(pport, "fleet:eb_sinks_waiting:edges")
+                     lambda: [v for _, v in prometheus_query(pport, "fleet:eb_sinks_waiting:edges")
                               if v >= 1], 90)
             failing = wait_for("Prometheus to see an edge's upstream failing",
                                lambda: [v for _, v in
-                                        prom_query(pport, "fleet:eb_upstream_failing:edges")
+                                        prometheus_query(pport, "fleet:eb_upstream_failing:edges")
                                         if v >= 1], 90)
             print(f"# the site killed: {time.monotonic() - t_site:.1f} s later Prometheus shows "
                   f"a guest waiting and {failing[0]:.0f} edge(s) without their upstream")
@@ -561,12 +530,12 @@ def test():
             hungry.wait()
     finally:
         for p in exporters:
-            stop(p)
+            stop_process(p)
             p.hold.close()
         for h in holds:
             h.close()
-        stop(prom)
-        stop(dns)
+        stop_process(prom)
+        stop_process(dns)
         if ha:
             ha.stop()
         for br in [site, *(edges or {}).values()]:

@@ -14,6 +14,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
+import urllib.request
 
 BUILD = os.environ.get("EB_BUILD_DIR") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", "..", "build"))
@@ -398,6 +400,53 @@ class Notify:
     def close(self):
         self.s.close()
 
+
+
+def stop_process(p, timeout=20):
+    """SIGTERM, then SIGKILL after timeout seconds; p may be None or gone already."""
+    if p and p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def prometheus_start(conf, workdir, port):
+    """Debian's prometheus with configuration file conf, its data under workdir, listening on
+    127.0.0.1:port; returns once it says it is ready. Its log is workdir/prometheus.log."""
+    plog = os.path.join(workdir, "prometheus.log")
+    prom = subprocess.Popen(["prometheus", f"--config.file={conf}",
+                             f"--storage.tsdb.path={os.path.join(workdir, 'tsdb')}",
+                             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                            stdout=subprocess.DEVNULL, stderr=open(plog, "wb"))
+
+    def ready():
+        if prom.poll() is not None:
+            with open(plog, errors="replace") as f:
+                raise Failure(f"prometheus exited {prom.returncode}: {f.read()[-500:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=5) as r:
+                return r.status == 200
+        except OSError:
+            return False
+    try:
+        wait_for("prometheus to be ready", ready, 90)
+    except BaseException:
+        stop_process(prom)
+        raise
+    return prom
+
+
+def prometheus_query(port, expr):
+    """The instant vector of a PromQL query, as (labels, value) pairs."""
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=10) as r:
+        data = json.load(r)
+    if data.get("status") != "success":
+        raise Failure(f"prometheus query {expr}: {data}")
+    return [(s["metric"], float(s["value"][1])) for s in data["data"]["result"]]
 
 def main(test):
     """Runs test(), prints a TAP-ish verdict, exits 0, 1 or 77."""

@@ -7,15 +7,12 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import time
-import urllib.parse
-import urllib.request
 
-from eblib import (SKIP, Broker, Failure, check, donate, main, need, prog, reserve_port, run,
-                   tcp_listening, wait_for)
+from eblib import (SKIP, Broker, Failure, check, donate, main, need, prog, prometheus_query,
+                   prometheus_start, reserve_port, run, stop_process, tcp_listening, wait_for)
 
 
 def http(port, request, timeout=20):
@@ -44,23 +41,6 @@ def metrics(text):
     return out
 
 
-def query(port, expr):
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    with urllib.request.urlopen(url, timeout=10) as r:
-        data = json.load(r)
-    if data.get("status") != "success":
-        raise Failure(f"prometheus query {expr}: {data}")
-    return [(s["metric"], float(s["value"][1])) for s in data["data"]["result"]]
-
-
-def stop(p):
-    if p and p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(20)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 def test():
@@ -152,27 +132,10 @@ def test():
                     "scrape_configs:\n  - job_name: eb\n    scrape_interval: 1s\n"
                     "    scrape_timeout: 1s\n    static_configs:\n"
                     f"      - targets: ['127.0.0.1:{mport}']\n")
-        plog = os.path.join(b.tmp, "prometheus.log")
-        prom = subprocess.Popen(["prometheus", f"--config.file={conf}",
-                                 f"--storage.tsdb.path={os.path.join(b.tmp, 'tsdb')}",
-                                 f"--web.listen-address=127.0.0.1:{pport}", "--log.level=warn"],
-                                stdout=subprocess.DEVNULL, stderr=open(plog, "wb"))
-
-        def ready():
-            if prom.poll() is not None:
-                with open(plog, errors="replace") as f:
-                    print(f"SKIP: prometheus cannot run here (exit {prom.returncode}): "
-                          f"{f.read()[-500:]}")
-                raise SystemExit(SKIP)
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{pport}/-/ready", timeout=5) as r:
-                    return r.status == 200
-            except OSError:
-                return False
-        wait_for("prometheus to be ready", ready, 90)
-        up = wait_for("a scrape", lambda: query(pport, "eb_broker_up"), 60)
+        prom = prometheus_start(conf, b.tmp, pport)
+        up = wait_for("a scrape", lambda: prometheus_query(pport, "eb_broker_up"), 60)
         check(up[0][0].get("job") == "eb" and up[0][1] == 1, f"prometheus scraped eb-metrics: {up}")
-        before = query(pport, "eb_pool_bits")[0][1]
+        before = prometheus_query(pport, "eb_pool_bits")[0][1]
         check(before == 0, f"prometheus sees the empty pool: eb_pool_bits {before}")
 
         data = os.path.join(b.tmp, "data")
@@ -182,19 +145,19 @@ def test():
         check(p.returncode == 0, "a source donates 64 KiB")
         level = b.status()["pool_bits"]
         risen = wait_for("prometheus to see the pool rise",
-                         lambda: [v for _, v in query(pport, "eb_pool_bits") if v > before], 60)
+                         lambda: [v for _, v in prometheus_query(pport, "eb_pool_bits") if v > before], 60)
         check(risen[0] == level, f"prometheus: eb_pool_bits rose from {before:.0f} to {risen[0]:.0f}, "
               f"as eb-brokerctl says ({level})")
-        rng = query(pport, "max_over_time(eb_pool_bits[5m]) - min_over_time(eb_pool_bits[5m])")
+        rng = prometheus_query(pport, "max_over_time(eb_pool_bits[5m]) - min_over_time(eb_pool_bits[5m])")
         check(rng and rng[0][1] == level, f"the series holds both levels: range {rng}")
         users = {u["name"]: u for u in json.loads(run([prog("eb-brokerctl"), "-b", b.tcp, "-u", "admin", "-k",
                                                         b.keys["admin"], "users", "--json"],
                                                        check=True).stdout)["users"]}
         got = wait_for("alice's bits in prometheus",
-                       lambda: query(pport, 'eb_user_bits_in_total{user="alice"} > 0'), 30)
+                       lambda: prometheus_query(pport, 'eb_user_bits_in_total{user="alice"} > 0'), 30)
         check(got[0][1] == users["alice"]["bits_in"],
               f"eb_user_bits_in_total{{user=\"alice\"}} {got[0][1]:.0f} is eb-brokerctl's {users['alice']['bits_in']}")
-        health = query(pport, "eb_sources_by_health")
+        health = prometheus_query(pport, "eb_sources_by_health")
         check(len(health) == 5 and {s[0]["health"] for s in health} ==
               {"new", "ok", "no-claim", "stuck", "silent"}, "one series per health state")
 
@@ -210,8 +173,8 @@ def test():
         check(status == 200 and json.loads(body)["broker_up"] is False,
               f"without a broker, history.json says broker_up false: {body!r}")
     finally:
-        stop(prom)
-        stop(exporter)
+        stop_process(prom)
+        stop_process(exporter)
         mhold.close()
         phold.close()
         log = os.path.join(b.tmp, "metrics.log")
