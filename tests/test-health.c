@@ -618,7 +618,7 @@ static void test_pattern_false_positives(void **state)
 		splitmix64_samples(&seed, buf, sizeof(buf), 4);
 		assert_int_equal(eb_health_feed(&h, buf, sizeof(buf), &ok), 0);
 	}
-	print_message("alarms in 2^24 samples at H = 4: rct %" PRIu64 " apt %" PRIu64
+	print_message("# alarms in 2^24 samples at H = 4: rct %" PRIu64 " apt %" PRIu64
 	              " diff-rct %" PRIu64 " diff-apt %" PRIu64 " period-two %" PRIu64 "\n",
 	              h.alarms[EB_HEALTH_TEST_RCT], h.alarms[EB_HEALTH_TEST_APT],
 	              h.alarms[EB_HEALTH_TEST_DIFF_RCT], h.alarms[EB_HEALTH_TEST_DIFF_APT],
