@@ -13,11 +13,14 @@
 #define SD_JOURNAL_SUPPRESS_LOCATION 1
 #include <systemd/sd-journal.h>
 
+#include "io.h"
+
 #define LOG_LINE_MAX   2048
 #define LOG_FIELDS_MAX 16
 
 static int max_level = LOG_INFO;
 static bool to_journal;
+static bool to_stream; /* stderr is journald's stream for this process */
 static const char *program_name = "entropy-broker";
 
 /* stderr is the journal when $JOURNAL_STREAM names the device and inode of our fd 2, which is
@@ -45,12 +48,13 @@ void log_setup(const char *program)
 		const char *slash = strrchr(program, '/');
 		program_name = slash ? slash + 1 : program;
 	}
+	to_stream = stderr_is_journal();
 	if (t && strcmp(t, "journal") == 0)
 		to_journal = true;
 	else if (t && strcmp(t, "console") == 0)
-		to_journal = false;
+		to_journal = to_stream = false;
 	else
-		to_journal = stderr_is_journal();
+		to_journal = to_stream;
 	if (l && strcmp(l, "debug") == 0)
 		max_level = LOG_DEBUG;
 }
@@ -60,8 +64,32 @@ void log_set_max_level(int level)
 	max_level = level;
 }
 
+/* One line on journald's stream, its level as the "<N>" prefix the stream takes. One write(),
+ * so that threads' lines do not interleave. */
+static void emit_stream(int level, const char *msg)
+{
+	char buf[LOG_LINE_MAX + 16];
+	int n = snprintf(buf, sizeof(buf), "<%d>%s\n", level, msg);
+
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(buf)) {
+		n = (int)sizeof(buf) - 1;
+		buf[n - 1] = '\n';
+	}
+	(void)eb_send_all(STDERR_FILENO, buf, (size_t)n);
+}
+
 static void emit(int level, const char *fields, const char *msg, const char *file, int line)
 {
+	/* A line without fields goes down the stream systemd gave us: journald tells its unit from
+	 * the stream's header even once we have exited, where a datagram from a process already
+	 * gone loses its unit (so "ExecReload=eb-brokerd --check-config"'s FILE:LINE would be
+	 * missing from "systemctl status" as often as not). Fields need the native protocol. */
+	if (to_stream && !fields) {
+		emit_stream(level, msg);
+		return;
+	}
 	if (to_journal) {
 		struct iovec iov[LOG_FIELDS_MAX + 6];
 		char prio[32], msgbuf[LOG_LINE_MAX + 16], loc[256], lineno[32], ident[96];
