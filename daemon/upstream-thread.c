@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The upstream client's thread: the blocking libeb client, with back-off, drawing what the event
- * loop asks for and handing every DATA back as one record. It logs nothing: the loop's side
- * decides what is worth a line. */
+/* The upstream client's thread: libeb's sink runtime (eb_sink_run()) drawing what the event loop
+ * asks for and handing every DATA back as one record, its rests spent listening to the loop. It
+ * logs nothing: the loop's side decides what is worth a line. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -10,9 +10,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "backoff.h"
 #include "client.h"
 #include "macro.h"
+#include "sink.h"
+#include "time-util.h"
 #include "upstream-internal.h"
 
 /* Slower than a sink's reconnect schedule: a broker has a pool to live on meanwhile, and a
@@ -23,6 +24,16 @@
 /* An EMPTY or QUOTA's retry hint, bounded: a hint is the upstream's, and so under its control. */
 #define RETRY_MIN_MS 100
 #define RETRY_MAX_MS 10000
+
+/* The thread's own: what the loop last said, and a record to build notes in. */
+struct draw {
+	struct up_thread *t;
+	uint64_t want; /* bits the last DRAW asked for, not drawn yet */
+	uint64_t chain[EB_CHAIN_MAX];
+	unsigned n_chain;
+	bool hello_due; /* the ids changed while connected: HELLO again with the new ones */
+	uint8_t *note;
+};
 
 /* 1 and a command in *ret, 0 when timeout_ms (-1: none) passed first, -EPIPE when the loop's end
  * is gone. */
@@ -63,117 +74,153 @@ static int send_note(int fd, uint8_t *buf, enum up_note_type type, uint32_t bits
 	return n < 0 ? -errno : 0;
 }
 
+/* One command from the loop: 0, or -ECANCELED for a stop. */
+static int apply_cmd(struct draw *d, const struct up_cmd *cmd)
+{
+	if (cmd->type == UP_CMD_STOP)
+		return -ECANCELED;
+	if (cmd->n_chain <= EB_CHAIN_MAX &&
+	    (cmd->n_chain != d->n_chain ||
+	     memcmp(cmd->chain, d->chain, d->n_chain * sizeof(*d->chain)) != 0)) {
+		d->n_chain = cmd->n_chain;
+		memcpy(d->chain, cmd->chain, sizeof(d->chain));
+		(void)eb_client_set_chain(d->t->client, d->chain, d->n_chain);
+		/* The upstream judged the old ids: the next connection says the new ones. */
+		if (eb_client_connected(d->t->client))
+			d->hello_due = true;
+	}
+	if (cmd->bits > 0)
+		d->want = cmd->bits;
+	return 0;
+}
+
+/* The runtime's rests: up to ms (-1: until the loop says something), taking the loop's commands
+ * meanwhile. A stop or the loop's end gone ends the run. A rest ends early when there is
+ * something to do at once: resting idle, any command; otherwise a HELLO due, for which the
+ * connection goes now (the runtime reconnects when it finds it gone). A DRAW in a back-off or
+ * an EMPTY's rest waits it out: what the back-off or the upstream's hint said still holds. */
+static int rest(void *userdata, int ms)
+{
+	struct draw *d = userdata;
+	uint64_t end = eb_now_ms() + (uint64_t)MAX(ms, 0);
+
+	for (;;) {
+		uint64_t now = eb_now_ms();
+		struct up_cmd cmd;
+		int r;
+
+		r = wait_cmd(d->t->fd, ms < 0 ? -1 : (int)(end > now ? end - now : 0), &cmd);
+		if (r <= 0)
+			return r;
+		r = apply_cmd(d, &cmd);
+		if (r < 0)
+			return r;
+		if (d->hello_due && eb_client_connected(d->t->client)) {
+			eb_client_disconnect(d->t->client);
+			return 0;
+		}
+		if (ms < 0)
+			return 0;
+	}
+}
+
+/* Whole bytes, at least the 8 a GET asks for, at most one DATA's worth; one GET at a time (the
+ * window is 1, so in_flight is 0). A HELLO due connects even with nothing to draw. */
+static size_t want(void *userdata, struct eb_client *c, uint64_t in_flight)
+{
+	struct draw *d = userdata;
+
+	(void)c;
+	(void)in_flight;
+	if (d->want == 0)
+		return d->hello_due ? EB_SINK_WANT_CONNECT : 0;
+	return (size_t)MIN(MAX((d->want + 7) / 8, (uint64_t)8), (uint64_t)EB_DATA_MAX);
+}
+
+static int take(void *userdata, struct eb_client *c, const uint8_t *buf, size_t len, uint32_t bits)
+{
+	struct draw *d = userdata;
+	int r;
+
+	(void)c;
+	r = send_note(d->t->fd, d->note, UP_NOTE_DATA, bits, buf, len, NULL);
+	if (r < 0)
+		return r;
+	d->want -= MIN(d->want, (uint64_t)bits);
+	if (d->want == 0)
+		(void)send_note(d->t->fd, d->note, UP_NOTE_DONE, 0, NULL, 0, NULL);
+	/* What the loop said meanwhile, before the next GET: new ids go upstream now, not after
+	 * the whole draw. */
+	return rest(d, 0);
+}
+
+/* The runtime's events, as the notes the loop logs from. */
+static void event(void *userdata, struct eb_client *c, enum eb_sink_event e, int r, unsigned ms)
+{
+	struct draw *d = userdata;
+
+	(void)ms;
+	switch (e) {
+	case EB_SINK_CONNECTED:
+		d->hello_due = false;
+		break;
+	case EB_SINK_SERVED:
+		/* Connected is said once the upstream has answered, so that one that takes HELLO
+		 * and ends each session with an ERROR is one failure, logged once. */
+		(void)send_note(d->t->fd, d->note, UP_NOTE_CONNECTED, 0, NULL, 0,
+		                eb_client_broker(c));
+		break;
+	case EB_SINK_RETRYING:
+		/* A connect pass failed, or the upstream went away (after EB_SINK_LOST). */
+		(void)send_note(d->t->fd, d->note, UP_NOTE_FAILED, (uint32_t)-r, NULL, 0,
+		                eb_client_last_error(c));
+		break;
+	case EB_SINK_DATA:        /* take() sends it */
+	case EB_SINK_WAITING:     /* an EMPTY or QUOTA is not worth a note */
+	case EB_SINK_LOST:        /* EB_SINK_RETRYING follows */
+	case EB_SINK_UNREACHABLE: /* not without a deadline */
+	case EB_SINK_REFUSED:     /* not with persist */
+	case _EB_SINK_EVENT_MAX:
+	case _EB_SINK_EVENT_INVALID:
+		break;
+	}
+}
+
+static const struct eb_sink_ops draw_ops = {
+    .want = want,
+    .take = take,
+    .wait = rest,
+    .event = event,
+};
+
 void *upstream_thread(void *arg)
 {
 	struct up_thread *t = arg;
-	uint64_t want = 0, chain[EB_CHAIN_MAX] = {};
-	unsigned n_chain = 0;
-	bool connected = false, revalidate = false, announced = false;
-	struct eb_backoff backoff = EB_BACKOFF_INIT(BACKOFF_FIRST_MS, BACKOFF_MAX_MS);
-	int wait_ms = 0;
-	uint8_t *note, *data;
+	struct draw d = {.t = t};
+	const struct eb_sink_params p = {
+	    .mode = EB_GET_FULL,
+	    .window = 1,
+	    .retry_min_ms = RETRY_MIN_MS,
+	    .retry_max_ms = RETRY_MAX_MS,
+	    .backoff_min_ms = BACKOFF_FIRST_MS,
+	    .backoff_max_ms = BACKOFF_MAX_MS,
+	    /* A refusal (a key, FORBIDDEN) is a failure like any other: the loop logs it and the
+	     * thread retries on the back-off, for the upstream's administrator may fix it while
+	     * this broker runs. */
+	    .persist = true,
+	};
 
-	note = malloc(UP_NOTE_MAX);
-	data = malloc(EB_DATA_MAX);
-	if (!note || !data)
-		goto out; /* the loop sees its end close and says so */
-	/* The loop stops the thread by shutting its end: every wait on the upstream ends then,
-	 * whatever the upstream sends meanwhile (a WAKE flood once held a stop for 15 s). */
-	eb_client_set_cancel(t->client, t->fd, POLLRDHUP);
-
-	for (;;) {
-		struct up_cmd cmd;
-		size_t len, bytes;
-		uint32_t bits, retry_ms;
-		int r;
-
-		r = wait_cmd(t->fd, want > 0 || revalidate ? wait_ms : -1, &cmd);
-		if (r < 0)
-			break;
-		if (r > 0) {
-			if (cmd.type == UP_CMD_STOP)
-				break;
-			if (cmd.n_chain <= EB_CHAIN_MAX &&
-			    (cmd.n_chain != n_chain ||
-			     memcmp(cmd.chain, chain, n_chain * sizeof(*chain)) != 0)) {
-				n_chain = cmd.n_chain;
-				memcpy(chain, cmd.chain, sizeof(chain));
-				(void)eb_client_set_chain(t->client, chain, n_chain);
-				/* The upstream judged the old ids: say HELLO again with the new
-				 * ones, now. */
-				if (connected) {
-					eb_client_disconnect(t->client);
-					connected = false;
-					revalidate = true;
-					wait_ms = 0;
-				}
-			}
-			if (cmd.bits > 0)
-				want = cmd.bits;
-			continue;
-		}
-
-		wait_ms = 0;
-		if (!connected) {
-			r = eb_client_connect(t->client);
-			if (r < 0) {
-				wait_ms = (int)eb_backoff_next(&backoff);
-				(void)send_note(t->fd, note, UP_NOTE_FAILED, (uint32_t)-r, NULL, 0,
-				                eb_client_last_error(t->client));
-				continue;
-			}
-			connected = true;
-			announced = false;
-			revalidate = false;
-		}
-		if (want == 0)
-			continue;
-
-		/* Whole bytes, at least the 8 a GET asks for, at most one DATA's worth. */
-		bytes = MIN(MAX((want + 7) / 8, (uint64_t)8), (uint64_t)EB_DATA_MAX);
-		r = eb_client_request(t->client, bytes, EB_GET_FULL);
-		if (r >= 0)
-			r = eb_client_receive(t->client, data, EB_DATA_MAX, &len, &bits, &retry_ms);
-		/* Only an answer resets the back-off: an upstream that takes HELLO and then ends
-		 * every session with an ERROR is retried on the back-off's schedule. */
-		if (r >= 0 || r == -EAGAIN || r == -EDQUOT) {
-			eb_backoff_reset(&backoff);
-			/* Connected is said once the upstream has answered, so that one that takes
-			 * HELLO and ends each session with an ERROR is one failure, logged once. */
-			if (!announced)
-				(void)send_note(t->fd, note, UP_NOTE_CONNECTED, 0, NULL, 0,
-				                eb_client_broker(t->client));
-			announced = true;
-		}
-		if (r >= 0) {
-			r = send_note(t->fd, note, UP_NOTE_DATA, bits, data, len, NULL);
-			explicit_bzero(data, len);
-			if (r < 0)
-				break;
-			want -= MIN(want, (uint64_t)bits);
-			if (want == 0)
-				(void)send_note(t->fd, note, UP_NOTE_DONE, 0, NULL, 0, NULL);
-			continue;
-		}
-		if (r == -EAGAIN || r == -EDQUOT) {
-			wait_ms =
-			    (int)MIN(MAX(retry_ms, (uint32_t)RETRY_MIN_MS), (uint32_t)RETRY_MAX_MS);
-			continue;
-		}
-		eb_client_disconnect(t->client);
-		connected = false;
-		if (r == -ECANCELED)
-			break;
-		wait_ms = (int)eb_backoff_next(&backoff);
-		(void)send_note(t->fd, note, UP_NOTE_FAILED, (uint32_t)-r, NULL, 0,
-		                eb_client_last_error(t->client));
+	d.note = malloc(UP_NOTE_MAX);
+	if (d.note) {
+		/* The loop stops the thread by shutting its end: every wait on the upstream ends
+		 * then, whatever the upstream sends meanwhile (a WAKE flood once held a stop for
+		 * 15 s). */
+		eb_client_set_cancel(t->client, t->fd, POLLRDHUP);
+		/* However it ends (a stop, the loop's end gone, out of memory), the loop's side
+		 * sees EOF and stops drawing. */
+		(void)eb_sink_run(t->client, &p, &draw_ops, &d);
 	}
-out:
-	free(note);
-	if (data)
-		explicit_bzero(data, EB_DATA_MAX);
-	free(data);
-	/* The loop's side sees EOF and stops drawing. */
+	free(d.note);
 	shutdown(t->fd, SHUT_RDWR);
 	return NULL;
 }
