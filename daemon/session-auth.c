@@ -292,7 +292,7 @@ int session_rebind(struct session *s, const struct eb_conf *old, const struct eb
 	log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
 	         "Closing %s (user %s): %s in the reloaded configuration", s->peer, was->name, why);
 	session_refuse(s, EB_ERR_AUTH, "access revoked by a configuration reload");
-	session_update_events(s);
+	session_settle(s);
 	return -1;
 }
 

@@ -36,7 +36,10 @@ void session_send_retry(struct session *s, enum eb_msg_type type, uint32_t ms);
 void session_set_state(struct session *s, enum session_state state);
 /* A last ERROR, then CLOSING: a waiting GET is withdrawn, the pump flushes and lingers. */
 void session_refuse(struct session *s, enum eb_error_code code, const char *text);
-void session_update_events(struct session *s);
+/* After every step, the session brought to rest: the io events its state asks for, buffers
+ * emptied given back, a come-back (the defer source) for bytes TLS or the read buffer already
+ * hold, and the frame timer. Not while a worker holds the session. */
+void session_settle(struct session *s);
 void session_pump(struct session *s);
 
 /* session-auth.c: who the peer is, and the limits it meets. */

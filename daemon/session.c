@@ -125,7 +125,7 @@ static void update_frame_timer(struct session *s)
 		(void)sd_event_source_set_enabled(s->frame_timer, SD_EVENT_OFF);
 }
 
-void session_update_events(struct session *s)
+void session_settle(struct session *s)
 {
 	uint32_t events = 0;
 	bool readable_buffered;
@@ -358,7 +358,7 @@ static void handshake_done(struct work *w, bool cancelled)
 		s->io_missed = false;
 		session_pump(s); /* HELLO may have come with the peer's Finished */
 	} else
-		session_update_events(s); /* the socket first: readable, or writable */
+		session_settle(s); /* the socket first: readable, or writable */
 }
 
 static void handshake_offload(struct session *s)
@@ -746,7 +746,7 @@ void session_pump(struct session *s)
 		if (records >= SESSION_RECORDS_PER_TURN)
 			break; /* more, if set, brings the session back next iteration */
 	}
-	session_update_events(s);
+	session_settle(s);
 	/* The budget ran out before a read said EAGAIN: edge-triggered, the socket will not say
 	 * again what it still holds, so come back for it. (sd-event 252 also re-reads the
 	 * readiness whenever the events of an EPOLLET source are set, as above; this does not
