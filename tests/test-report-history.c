@@ -47,6 +47,23 @@ static struct eb_report_history_row total_row(enum eb_history_kind kind, uint64_
 	};
 }
 
+/* Field by field: the struct's padding is whatever the stack held (memcmp of it failed under
+ * clang's ASan build with one MALLOC_PERTURB_ and not another). */
+static void sample_equal(const struct eb_history_sample *a, const struct eb_history_sample *b)
+{
+	assert_int_equal(a->seq, b->seq);
+	assert_int_equal(a->end_ms, b->end_ms);
+	assert_int_equal(a->interval_ms, b->interval_ms);
+	assert_int_equal(a->pool_bits, b->pool_bits);
+	assert_int_equal(a->bits_in, b->bits_in);
+	assert_int_equal(a->bits_out, b->bits_out);
+	assert_int_equal(a->sources, b->sources);
+	assert_int_equal(a->sinks, b->sinks);
+	assert_int_equal(a->admins, b->admins);
+	assert_int_equal(a->alarms, b->alarms);
+	assert_int_equal(a->empty, b->empty);
+}
+
 /* Encodes rows into a REPORT frame of the history table and decodes it: the decoder's verdict. */
 static int page(uint8_t version, const uint8_t *rows, size_t len, uint16_t count, uint64_t next,
                 struct eb_msg *ret)
@@ -110,7 +127,7 @@ static void test_golden(void **state)
 	eb_report_rows_init(&it, &m.report);
 	assert_int_equal(eb_report_next_history(&it, &back), 1);
 	assert_int_equal(back.kind, EB_HISTORY_HOUR);
-	assert_memory_equal(&back.sample, &s.sample, sizeof(s.sample));
+	sample_equal(&back.sample, &s.sample);
 	assert_int_equal(eb_report_next_history(&it, &back), 1);
 	assert_int_equal(back.kind, EB_HISTORY_SINK);
 	assert_int_equal(back.total.slot, 2);
