@@ -250,6 +250,11 @@ static int step(struct run *s)
 			return idle(s);
 		return connect_broker(s);
 	}
+	if (s->n_in_flight == 0 && s->ops->between) {
+		r = s->ops->between(s->userdata, s->c);
+		if (r < 0)
+			return lose(s, r);
+	}
 	r = request(s);
 	if (r >= 0 && s->n_in_flight == 0)
 		return idle(s);

@@ -55,6 +55,10 @@ struct eb_sink_ops {
 	/* Optional: one connect pass, returning the client now in use in *ret (eb-sink-egd has
 	 * one per set of roles). NULL: eb_client_connect() of the client the run began with. */
 	int (*connect)(void *userdata, struct eb_client **ret);
+	/* Optional: called while connected with no GET in flight, before asking: for what may not
+	 * go while a GET is out (eb-sink-egd's PUTs, which wait for their ACK). 0 to go on; a
+	 * negative errno when it lost the broker (the runtime fails over, as after a receive). */
+	int (*between)(void *userdata, struct eb_client *c);
 	/* Optional: told of each event; NULL: eb_sink_log_event(). */
 	void (*event)(void *userdata, struct eb_client *c, enum eb_sink_event e, int r,
 	              unsigned ms);

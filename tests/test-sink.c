@@ -4,7 +4,8 @@
  * (-Wl,--wrap=eb_now_ms, eb_sleep_ms) so that rests are recorded, not taken: what is asked and
  * delivered with a window of GETs, the rest an EMPTY or QUOTA costs (its hint bounded), failover
  * when the broker goes away with what was in flight asked for again, the end at a refusal or the
- * deadline, a thread's back-off between connect passes and its stop. */
+ * deadline, a thread's back-off between connect passes and its stop, and what a program sends
+ * between GETs. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -183,6 +184,9 @@ struct program {
 	int waits;
 	bool wake_on_idle; /* wait(-1) brings `total` more wanted */
 	bool endless;      /* take() never says EB_SINK_DONE, as a thread's does not */
+	bool to_send;      /* want() asks for a connection while between() has this to send */
+	int betweens;
+	int between_fail_at; /* between() loses the broker at this call (1-based) */
 };
 
 static size_t want(void *userdata, struct eb_client *c, uint64_t in_flight)
@@ -192,7 +196,7 @@ static size_t want(void *userdata, struct eb_client *c, uint64_t in_flight)
 
 	assert_ptr_equal(c, client);
 	if (left <= in_flight)
-		return 0;
+		return pg->to_send ? EB_SINK_WANT_CONNECT : 0;
 	return (size_t)MIN(left - in_flight, (uint64_t)pg->chunk);
 }
 
@@ -244,9 +248,27 @@ static void on_event(void *userdata, struct eb_client *c, enum eb_sink_event e, 
 	eb_sink_log_event(c, e, r, ms);
 }
 
+/* Sends what it has, as eb-sink-egd passes on EGD writes: only with nothing asked for. */
+static int between(void *userdata, struct eb_client *c)
+{
+	struct program *pg = userdata;
+
+	assert_ptr_equal(c, client);
+	assert_true(fake.connected);
+	assert_int_equal(fake.n_pending, 0);
+	if (++pg->betweens == pg->between_fail_at) {
+		fake.connected = false;
+		return -EPIPE;
+	}
+	pg->to_send = false;
+	return 0;
+}
+
 static const struct eb_sink_ops program_ops = {.want = want, .take = take, .event = on_event};
 static const struct eb_sink_ops thread_ops = {
     .want = want, .take = take, .wait = wait_hook, .event = on_event};
+static const struct eb_sink_ops sending_ops = {
+    .want = want, .take = take, .wait = wait_hook, .between = between, .event = on_event};
 
 static void script(const struct answer *a, size_t n)
 {
@@ -473,6 +495,38 @@ static void test_thread_loss_and_persist(void **state)
 	assert_string_equal(fake.events, "CLRCLRCSD");
 }
 
+/* between() comes before each GET while none is out; a broker it loses is failed over. */
+static void test_between_gets(void **state)
+{
+	static const struct answer a[] = {{0, FULL, 0, 0}, {0, FULL, 0, 0}};
+	struct program pg = {.total = 16, .chunk = 8, .between_fail_at = 2};
+	struct eb_sink_params p = {.mode = EB_GET_FULL};
+
+	(void)state;
+	script(a, ELEMENTSOF(a));
+	assert_int_equal(eb_sink_run(client, &p, &sending_ops, &pg), 0);
+	assert_int_equal(pg.taken, 16);
+	assert_int_equal(pg.betweens, 3);
+	assert_int_equal(fake.n_asked, 2);
+	assert_int_equal(fake.connects, 2);
+	assert_int_equal(fake.n_rests, 1);
+	assert_string_equal(fake.events, "CSDLRCSD");
+}
+
+/* A thread with nothing to draw but something to send connects, sends, and rests. */
+static void test_between_without_gets(void **state)
+{
+	struct program pg = {.to_send = true, .stop_at_wait = 1};
+	struct eb_sink_params p = {.mode = EB_GET_FULL};
+
+	(void)state;
+	assert_int_equal(eb_sink_run(client, &p, &sending_ops, &pg), -ECANCELED);
+	assert_int_equal(pg.betweens, 1);
+	assert_false(pg.to_send);
+	assert_int_equal(fake.n_asked, 0);
+	assert_string_equal(fake.events, "C");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -488,6 +542,8 @@ int main(void)
 	    cmocka_unit_test_setup(test_thread_idle_and_stop, setup),
 	    cmocka_unit_test_setup(test_thread_stop_in_rest, setup),
 	    cmocka_unit_test_setup(test_thread_loss_and_persist, setup),
+	    cmocka_unit_test_setup(test_between_gets, setup),
+	    cmocka_unit_test_setup(test_between_without_gets, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
