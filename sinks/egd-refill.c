@@ -16,8 +16,11 @@
 #include "cli.h"
 #include "egd-buffer.h"
 #include "log.h"
+#include "sink.h"
 #include "time-util.h"
 
+/* An EMPTY or QUOTA's retry hint, bounded: it is the broker's word. */
+#define RETRY_MIN_MS 10
 #define RETRY_MAX_MS 60000
 
 /* Whether EGD writes go on to the broker: unknown until a broker has taken or refused the user
@@ -48,10 +51,9 @@ struct egd_refill {
 	/* The thread's alone. */
 	struct eb_client *both;      /* asks for sink and source */
 	struct eb_client *sink_only; /* when the user may not donate */
-	struct eb_client *active;
 	uint8_t *scratch; /* EB_DATA_MAX locked bytes: a broker answer or a donation in transit */
 	bool scratch_locked;
-	struct eb_backoff backoff;
+	bool refused; /* the broker refused the user as a sink: the run ends */
 };
 
 _printf_(2, 3) static void set_link(struct egd_refill *r, const char *fmt, ...)
@@ -89,98 +91,142 @@ static void pause_ms(struct egd_refill *r, unsigned ms)
 	pthread_mutex_unlock(&r->lock);
 }
 
-/* Connects to a broker as a source and sink if the user may be both, as a sink otherwise. On a
- * transient failure it backs off (with jitter, so sinks that lost the same broker do not come
- * back in step) and returns the error; -EACCES for both roles is final. */
-static int connect_broker(struct egd_refill *r)
+/* What the thread wants, called locked: the bytes the buffer lacks, EB_SINK_WANT_CONNECT for
+ * EGD writes to pass on, or 0. Below the low water mark a refill starts, and it goes on until
+ * the buffer is full: a GET brings at most EB_DATA_MAX bytes, a buffer may hold more. */
+static size_t wanted_locked(struct egd_refill *r)
 {
-	enum donate_state donate;
+	if (r->stop)
+		return 0;
+	if (egd_buffer_level(r->buf) < r->low_water)
+		r->filling = true;
+	else if (egd_buffer_space(r->buf) < 8)
+		r->filling = false;
+	/* One GET at a time, so the level only falls while it is out and the answer will fit. */
+	if (r->filling)
+		return MIN(MAX(egd_buffer_space(r->buf), (size_t)8), (size_t)EB_DATA_MAX);
+	if (r->donate != DONATE_NO && egd_buffer_level(r->donations) > 0)
+		return EB_SINK_WANT_CONNECT;
+	return 0;
+}
+
+static size_t want(void *userdata, struct eb_client *c, uint64_t in_flight)
+{
+	struct egd_refill *r = userdata;
+	size_t n;
+
+	(void)c;
+	(void)in_flight;
+	pthread_mutex_lock(&r->lock);
+	n = wanted_locked(r);
+	pthread_mutex_unlock(&r->lock);
+	return n;
+}
+
+/* Rests ms, or until there is something to do (ms < 0); -ECANCELED once stopped. The wanted
+ * test and the wait share the lock, so a wake-up between them is not lost. */
+static int wait_news(void *userdata, int ms)
+{
+	struct egd_refill *r = userdata;
 	int k;
+
+	if (r->refused)
+		return -EACCES;
+	pthread_mutex_lock(&r->lock);
+	if (ms >= 0)
+		wait_locked(r, (unsigned)ms);
+	else
+		while (!r->stop && wanted_locked(r) == 0)
+			pthread_cond_wait(&r->cond, &r->lock);
+	k = r->stop ? -ECANCELED : 0;
+	pthread_mutex_unlock(&r->lock);
+	return k;
+}
+
+static void set_donate(struct egd_refill *r, enum donate_state d)
+{
+	pthread_mutex_lock(&r->lock);
+	r->donate = d;
+	r->stats.may_donate = d == DONATE_YES;
+	if (d == DONATE_NO) {
+		r->stats.donate_dropped += egd_buffer_level(r->donations);
+		egd_buffer_clear(r->donations);
+		r->donate_claim = 0;
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* One pass, as a source and sink if the user may be both, as a sink otherwise. The runtime
+ * backs off after a failure (with jitter, so sinks that lost the same broker do not come back
+ * in step); a refusal for both roles is final, through wait_news(). */
+static int connect_roles(void *userdata, struct eb_client **ret)
+{
+	struct egd_refill *r = userdata;
+	enum donate_state donate;
+	int k = -EACCES;
 
 	pthread_mutex_lock(&r->lock);
 	donate = r->donate;
 	pthread_mutex_unlock(&r->lock);
-
-	k = -EACCES;
 	if (donate != DONATE_NO) {
 		k = eb_client_connect(r->both);
-		if (k >= 0)
-			r->active = r->both;
+		if (k >= 0) {
+			set_donate(r, DONATE_YES);
+			*ret = r->both;
+			return 0;
+		}
 	}
 	if (k == -EACCES) {
 		k = eb_client_connect(r->sink_only);
 		if (k >= 0) {
-			r->active = r->sink_only;
 			if (donate != DONATE_NO)
 				log_notice(
 				    "Broker %s does not take this user as a source: EGD writes (0x03) are read and dropped",
 				    eb_client_broker(r->sink_only));
-			pthread_mutex_lock(&r->lock);
-			r->donate = DONATE_NO;
-			r->stats.may_donate = false;
-			r->stats.donate_dropped += egd_buffer_level(r->donations);
-			egd_buffer_clear(r->donations);
-			r->donate_claim = 0;
-			pthread_mutex_unlock(&r->lock);
-		} else if (k == -EACCES) {
+			set_donate(r, DONATE_NO);
+			*ret = r->sink_only;
+			return 0;
+		}
+		if (k == -EACCES) {
 			log_error("Broker %s refused this sink: %s", eb_client_broker(r->sink_only),
 			          eb_client_last_error(r->sink_only));
+			r->refused = true;
 			return k;
 		}
-	} else if (k >= 0) {
-		pthread_mutex_lock(&r->lock);
-		r->donate = DONATE_YES;
-		r->stats.may_donate = true;
-		pthread_mutex_unlock(&r->lock);
 	}
-	if (k < 0) {
-		/* The watch (eb_cli_client_watch()) has logged it, at a bounded rate. */
-		struct eb_client *c = donate != DONATE_NO ? r->both : r->sink_only;
-
-		set_link(r, "Not connected: %s", eb_client_last_error(c));
-		pause_ms(r, eb_backoff_next(&r->backoff));
-		return k;
-	}
-	log_info("Drawing from broker %s%s", eb_client_broker(r->active),
-	         r->active == r->both ? " (EGD writes are donated to it)" : "");
-	set_link(r, "Connected to %s", eb_client_broker(r->active));
-	eb_backoff_reset(&r->backoff);
-	return 0;
+	/* The watch (eb_cli_client_watch()) has logged it, at a bounded rate. */
+	set_link(r, "Not connected: %s",
+	         eb_client_last_error(donate != DONATE_NO ? r->both : r->sink_only));
+	return k;
 }
 
-static void lost(struct egd_refill *r, int k)
+/* Passes queued EGD writes on; a PUT waits for its ACK, so the runtime calls this between GETs,
+ * never while one is out. The broker's SLEEP means its pool is full: what it would drop anyway
+ * is dropped here, so that a chatty EGD writer cannot keep a full broker busy. */
+static int donate(void *userdata, struct eb_client *c)
 {
-	log_warning_errno(k, "Lost broker %s: %s; failing over", eb_client_broker(r->active),
-	                  eb_client_last_error(r->active));
-	set_link(r, "Not connected: lost %s: %s", eb_client_broker(r->active),
-	         eb_client_last_error(r->active));
-	eb_client_disconnect(r->active);
-	r->active = NULL;
-}
-
-/* Passes queued EGD writes on. The broker's SLEEP means its pool is full: what it would drop
- * anyway is dropped here, so that a chatty EGD writer cannot keep a full broker busy. */
-static void donate(struct egd_refill *r)
-{
+	struct egd_refill *r = userdata;
 	uint32_t claim;
-	size_t n;
+	size_t n = 0;
 	int k;
 
 	pthread_mutex_lock(&r->lock);
-	n = egd_buffer_take(r->donations, r->scratch, EB_DATA_MAX);
+	if (!r->stop && c == r->both && r->donate != DONATE_NO)
+		n = egd_buffer_take(r->donations, r->scratch, EB_DATA_MAX);
 	claim = r->donate_claim;
-	r->donate_claim = 0;
+	if (n > 0)
+		r->donate_claim = 0;
 	pthread_mutex_unlock(&r->lock);
 	if (n == 0)
-		return;
-	if (eb_client_asleep(r->active)) {
+		return 0;
+	if (eb_client_asleep(c)) {
 		log_debug("Broker %s is full; dropping %zu bytes of EGD writes",
-		          eb_client_broker(r->active), n);
+		          eb_client_broker(c), n);
 		k = -ENOSPC;
 	} else {
-		k = eb_client_put(r->active, r->scratch, n, claim);
+		k = eb_client_put(c, r->scratch, n, claim);
 		if (k >= 0)
-			k = eb_client_flush(r->active);
+			k = eb_client_flush(c);
 	}
 	explicit_bzero(r->scratch, n);
 	pthread_mutex_lock(&r->lock);
@@ -190,99 +236,91 @@ static void donate(struct egd_refill *r)
 	} else
 		r->stats.donate_dropped += n;
 	pthread_mutex_unlock(&r->lock);
-	if (k < 0 && k != -ENOSPC && !eb_client_connected(r->active))
-		lost(r, k);
+	return k < 0 && k != -ENOSPC && !eb_client_connected(c) ? k : 0;
 }
 
-/* Asks for what the buffer lacks, in one full-entropy GET. */
-static void refill(struct egd_refill *r)
+/* One DATA into the buffer, under its lock. */
+static int take(void *userdata, struct eb_client *c, const uint8_t *data, size_t len, uint32_t bits)
 {
-	size_t want, len = 0, put;
-	uint32_t bits = 0, retry = 0;
-	int k;
+	struct egd_refill *r = userdata;
+	size_t put;
 
-	pthread_mutex_lock(&r->lock);
-	want = egd_buffer_space(r->buf);
-	pthread_mutex_unlock(&r->lock);
-	/* The level only falls while the GET is out, so the answer will fit. */
-	want = MIN(MAX(want, (size_t)8), (size_t)EB_DATA_MAX);
-	k = eb_client_request(r->active, want, EB_GET_FULL);
-	if (k >= 0) {
-		k = eb_client_receive(r->active, r->scratch, EB_DATA_MAX, &len, &bits, &retry);
-		eb_cli_sink_answer(r->active, k);
-	}
-	if (k == -EAGAIN || k == -EDQUOT) {
-		log_debug("Broker %s: %s, retrying in %" PRIu32 " ms", eb_client_broker(r->active),
-		          k == -EAGAIN ? "pool empty" : "quota spent", retry);
-		pause_ms(r, MIN(MAX(retry, 10u), (unsigned)RETRY_MAX_MS));
-		return;
-	}
-	if (k < 0) {
-		lost(r, k);
-		return;
-	}
 	if ((uint64_t)bits < (uint64_t)len * 8) {
 		/* Full entropy or nothing: the EGD clients (a VM's virtio-rng above all) credit
 		 * every byte they read. */
-		explicit_bzero(r->scratch, len);
 		log_warning("Broker %s sent %zu bytes carrying only %" PRIu32
 		            " bits; dropping them and failing over",
-		            eb_client_broker(r->active), len, bits);
-		eb_client_disconnect(r->active);
-		r->active = NULL;
+		            eb_client_broker(c), len, bits);
 		pause_ms(r, EB_BACKOFF_RECONNECT_MIN_MS);
-		return;
+		return EB_SINK_FAILOVER;
 	}
 	pthread_mutex_lock(&r->lock);
-	put = egd_buffer_put(r->buf, r->scratch, len);
+	put = egd_buffer_put(r->buf, data, len);
 	r->stats.fetched += put;
 	pthread_mutex_unlock(&r->lock);
-	explicit_bzero(r->scratch, len);
 	if (put > 0)
 		notify(r);
+	return 0;
 }
+
+/* The runtime's log lines, but for the connection, which eb-sink-egd reports at info with the
+ * roles, and STATUS='s link. */
+static void on_event(void *userdata, struct eb_client *c, enum eb_sink_event e, int k, unsigned ms)
+{
+	struct egd_refill *r = userdata;
+
+	switch (e) {
+	case EB_SINK_CONNECTED:
+		log_info("Drawing from broker %s%s", eb_client_broker(c),
+		         c == r->both ? " (EGD writes are donated to it)" : "");
+		set_link(r, "Connected to %s", eb_client_broker(c));
+		return;
+	case EB_SINK_LOST:
+		set_link(r, "Not connected: lost %s: %s", eb_client_broker(c),
+		         eb_client_last_error(c));
+		break;
+	case EB_SINK_SERVED:
+	case EB_SINK_DATA:
+	case EB_SINK_WAITING:
+	case EB_SINK_RETRYING:
+	case EB_SINK_UNREACHABLE:
+	case EB_SINK_REFUSED:
+	case _EB_SINK_EVENT_MAX:
+	case _EB_SINK_EVENT_INVALID:
+		break;
+	}
+	eb_sink_log_event(c, e, k, ms);
+}
+
+static const struct eb_sink_ops refill_ops = {
+    .want = want,
+    .take = take,
+    .wait = wait_news,
+    .connect = connect_roles,
+    .between = donate,
+    .event = on_event,
+};
 
 static void *refill_thread(void *userdata)
 {
 	struct egd_refill *r = userdata;
+	const struct eb_sink_params p = {
+	    .mode = EB_GET_FULL,
+	    .window = 1,
+	    .retry_min_ms = RETRY_MIN_MS,
+	    .retry_max_ms = RETRY_MAX_MS,
+	    /* connect_roles() judges a refusal: the source role's is retried as a sink, and a
+	     * broker that refuses in mid-session is failed over. */
+	    .persist = true,
+	    .buf = r->scratch,
+	};
 
-	pthread_mutex_lock(&r->lock);
-	while (!r->stop) {
-		bool want_data;
-
-		/* Below the low water mark a refill starts, and it goes on until the buffer is
-		 * full: a GET brings at most EB_DATA_MAX bytes, a buffer may hold more. */
-		if (egd_buffer_level(r->buf) < r->low_water)
-			r->filling = true;
-		else if (egd_buffer_space(r->buf) < 8)
-			r->filling = false;
-		want_data = r->filling;
-		bool want_donate = r->donate != DONATE_NO && egd_buffer_level(r->donations) > 0;
-
-		if (!want_data && !want_donate) {
-			pthread_cond_wait(&r->cond, &r->lock);
-			continue;
-		}
-		pthread_mutex_unlock(&r->lock);
-		if (!r->active) {
-			int k = connect_broker(r);
-
-			if (k == -EACCES) {
-				pthread_mutex_lock(&r->lock);
-				r->stats.failed = true;
-				pthread_mutex_unlock(&r->lock);
-				notify(r);
-				return NULL;
-			}
-		}
-		/* A PUT waits for its ACK, so it goes between GETs, never while one is out. */
-		if (r->active && want_donate && r->active == r->both)
-			donate(r);
-		if (r->active && want_data)
-			refill(r);
+	if (eb_sink_run(NULL, &p, &refill_ops, r) == -EACCES) {
 		pthread_mutex_lock(&r->lock);
+		r->stats.failed = true;
+		pthread_mutex_unlock(&r->lock);
+		notify(r);
 	}
-	pthread_mutex_unlock(&r->lock);
 	return NULL;
 }
 
@@ -306,7 +344,6 @@ int egd_refill_new(const struct egd_refill_options *o, struct egd_refill **ret)
 		pthread_condattr_destroy(&a);
 	}
 	r->low_water = o->low_water;
-	r->backoff = EB_BACKOFF_INIT(EB_BACKOFF_RECONNECT_MIN_MS, EB_BACKOFF_RECONNECT_MAX_MS);
 	r->scratch = MAP_FAILED;
 
 	co.kind = "egd";

@@ -5,8 +5,9 @@
 shares the code; a broker answering DATA of 0 bytes made a sink ask again at once; DATA longer
 than asked was taken; a broker ending every session with an ERROR was reconnected to in a loop.
 Each client must keep its --timeout within a second, wait between empty answers, refuse what it
-did not ask for, and back off."""
+did not ask for, and back off; eb-sink-egd's refill thread as well."""
 import os
+import socket
 import subprocess
 import tempfile
 import time
@@ -37,6 +38,25 @@ def run_timed(cmd, env=None):
             p.kill()
         err = p.communicate()[1].decode(errors="replace")
     return took, err, cpu
+
+
+def egd_storm(tmp, f):
+    """eb-sink-egd drawing from f for 5 s with a client waiting for bytes: (connections made to
+    f, "Lost broker" lines logged)."""
+    path = os.path.join(tmp, "egd.sock")
+    p = subprocess.Popen([prog("eb-sink-egd"), "-b", f.uri, "-l", "unix:" + path],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for("eb-sink-egd listens", lambda: os.path.exists(path), 10)
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(path)
+            s.sendall(bytes([0x02, 32]))  # a blocking read: the buffer must fill
+            time.sleep(5)
+            n = f.count("connections")
+    finally:
+        p.terminate()
+        err = p.communicate(timeout=20)[1].decode(errors="replace")
+    return n, err.count("Lost broker")
 
 
 def test():
@@ -96,6 +116,15 @@ def test():
         print(f"# eb-sink-file against an ERROR storm: {n} connections and {lost} log lines "
               f"in 5 s")
         expect(n <= 10, f"a sink backs off from a broker that ends every session ({n} in 5 s)")
+
+        # 5. The same storm against eb-sink-egd, whose refill thread runs on the same runtime.
+        f = HostileBroker(os.path.join(tmp, "egd-storm.sock"), "error-storm")
+        fakes.append(f)
+        n, lost = egd_storm(tmp, f)
+        print(f"# eb-sink-egd against an ERROR storm: {n} connections and {lost} log lines "
+              f"in 5 s")
+        expect(n <= 10, f"eb-sink-egd backs off from a broker that ends every session "
+               f"({n} in 5 s)")
     finally:
         for f in fakes:
             f.close()
