@@ -78,7 +78,6 @@ class RecordingProxy:
                 b = u.recv(65536)
                 if not b:
                     break
-                c.sendall(b)
                 buf += b
                 while len(buf) >= 8:
                     t, _, _, n = struct.unpack(">BBHI", buf[:8])
@@ -88,9 +87,12 @@ class RecordingProxy:
                         self.payloads.append(buf[16:8 + n])
                         self.forwarded += n - 8
                     buf = buf[8 + n:]
+                # The kill before the bytes go on: a sink that had all it wanted could
+                # otherwise exit, and the test look for the kill, before this thread made it.
                 if not self.fired and self.forwarded >= self.at_bytes:
                     self.fired = True
                     self.action()
+                c.sendall(b)
         except OSError:
             pass
         for s in (u, c):
