@@ -211,98 +211,141 @@ static const struct eb_cli_program program = {
     .no_arguments = true,
 };
 
-int main(int argc, char *argv[])
+/* The command line, and the refill's and the server's options it makes: the exit code, or
+ * EB_CLI_CONTINUE. */
+static int parse_args(int argc, char *argv[], struct egd_refill_options *ret_ro,
+                      struct egd_server_options *ret_so)
 {
 	struct eb_client_options o = {.roles = EB_ROLE_SINK, .kind = "egd"};
-	struct egd_refill_options ro = {};
-	struct egd_server_options so = {};
-	struct eb_listeners ls = {};
-	struct egd_server *server = NULL;
-	struct egd_refill *refill = NULL;
-	struct egd_refill_stats st;
-	sd_event *event = NULL;
-	sigset_t mask;
-	int r, ret = 1;
+	int r;
 
-	log_setup(argv[0]);
 	r = eb_cli_parse(argc, argv, &program, &o, NULL);
 	if (r != EB_CLI_CONTINUE)
 		return r;
-	signal(SIGPIPE, SIG_IGN);
-	raise_nofile();
+	*ret_ro = (struct egd_refill_options){
+	    .client = o,
+	    .capacity = arg_buffer_size,
+	    /* A GET asks for at least 8 bytes, so the refill point leaves room for that. */
+	    .low_water =
+		MIN(MAX(arg_buffer_size * arg_low_water_pct / 100, 1ULL), arg_buffer_size - 8),
+	    .donate_max = DONATE_MAX,
+	};
+	*ret_so = (struct egd_server_options){
+	    .max_clients = (unsigned)arg_max_clients,
+	    .max_clients_per_peer = (unsigned)MIN(arg_max_clients_per_peer, arg_max_clients),
+	    .client_timeout_usec = arg_client_timeout_s * 1000000ULL,
+	};
+	return EB_CLI_CONTINUE;
+}
 
-	ro.client = o;
-	ro.capacity = arg_buffer_size;
-	/* A GET asks for at least 8 bytes, so the refill point leaves room for that. */
-	ro.low_water =
-	    MIN(MAX(arg_buffer_size * arg_low_water_pct / 100, 1ULL), arg_buffer_size - 8);
-	ro.donate_max = DONATE_MAX;
-	r = egd_refill_new(&ro, &refill);
-	if (r < 0)
-		return r == -ENOMEM || r == -EMFILE ? 1 : 2;
+/* What the program runs: the refill thread, the loop, its sockets and the server on them. */
+struct sink {
+	struct egd_refill *refill;
+	sd_event *event;
+	struct eb_listeners ls;
+	struct egd_server *server;
+};
+
+/* The loop, watching the stop signals and the watchdog: 0, or a negative errno (logged). */
+static int loop_new(sd_event **ret)
+{
+	_cleanup_(sd_event_unrefp) sd_event *event = NULL;
+	sigset_t mask;
+	int r;
 
 	/* Blocked before the refill thread starts, so that it inherits the mask and the
 	 * signals reach the event loop. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
-	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
-		log_error_errno(errno, "Failed to block signals: %m");
-		goto out;
-	}
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+		return log_error_errno(errno, "Failed to block signals: %m");
 	r = sd_event_default(&event);
-	if (r < 0) {
-		log_error_errno(r, "Failed to create the event loop: %m");
-		goto out;
-	}
-	if (sd_event_add_signal(event, NULL, SIGTERM, on_exit_signal, event) < 0 ||
-	    sd_event_add_signal(event, NULL, SIGINT, on_exit_signal, event) < 0) {
-		log_error("Failed to watch signals");
-		goto out;
-	}
-	r = sd_event_set_watchdog(event, true);
-	if (r < 0) {
-		log_error_errno(r, "Failed to set up the watchdog: %m");
-		goto out;
-	}
-	r = listen_all(&ls);
-	if (r != 0) {
-		ret = r;
-		goto out;
-	}
-	so.max_clients = (unsigned)arg_max_clients;
-	so.max_clients_per_peer = (unsigned)MIN(arg_max_clients_per_peer, arg_max_clients);
-	so.client_timeout_usec = arg_client_timeout_s * 1000000ULL;
-	r = egd_server_new(event, refill, &so, &server);
-	if (r < 0) {
-		log_oom();
-		goto out;
-	}
-	r = egd_server_start(server, &ls);
 	if (r < 0)
-		goto out;
-	r = egd_refill_start(refill);
-	if (r < 0) {
-		log_error_errno(r, "Failed to start the refill thread: %m");
-		goto out;
-	}
+		return log_error_errno(r, "Failed to create the event loop: %m");
+	r = sd_event_add_signal(event, NULL, SIGTERM, on_exit_signal, event);
+	if (r >= 0)
+		r = sd_event_add_signal(event, NULL, SIGINT, on_exit_signal, event);
+	if (r < 0)
+		return log_error_errno(r, "Failed to watch signals: %m");
+	r = sd_event_set_watchdog(event, true);
+	if (r < 0)
+		return log_error_errno(r, "Failed to set up the watchdog: %m");
+	*ret = TAKE_PTR(event);
+	return 0;
+}
+
+/* The loop, the sockets and the server on them, then the refill thread: 0, or the exit code to
+ * leave with (logged). */
+static int sink_setup(struct sink *k, const struct egd_server_options *so)
+{
+	int r;
+
+	if (loop_new(&k->event) < 0)
+		return 1;
+	r = listen_all(&k->ls);
+	if (r != 0)
+		return r;
+	if (egd_server_new(k->event, k->refill, so, &k->server) < 0)
+		return log_oom(), 1;
+	if (egd_server_start(k->server, &k->ls) < 0)
+		return 1;
+	r = egd_refill_start(k->refill);
+	if (r < 0)
+		return log_error_errno(r, "Failed to start the refill thread: %m"), 1;
+	return 0;
+}
+
+/* Serves until stopped: 0 when stopped by a signal, 1 when the loop or the refill failed. */
+static int sink_run(struct sink *k)
+{
+	struct egd_refill_stats st;
+	int r;
+
 	(void)sd_notify(false, "READY=1\nSTATUS=Filling the buffer");
-	r = sd_event_loop(event);
+	r = sd_event_loop(k->event);
 	if (r < 0)
 		log_error_errno(r, "Event loop failed: %m");
-	egd_refill_stats(refill, &st);
-	ret = r == 0 && !st.failed ? 0 : 1;
-	egd_server_log_stats(server, true);
-out:
-	server = egd_server_free(server);
-	eb_listeners_done(&ls);
-	sd_event_unref(event);
-	if (egd_refill_stop_and_free(refill, 2000) < 0) {
+	egd_refill_stats(k->refill, &st);
+	egd_server_log_stats(k->server, true);
+	return r == 0 && !st.failed ? 0 : 1;
+}
+
+/* Frees it all and returns ret, the exit code; or exits with it when the refill thread does not
+ * stop. */
+static int sink_done(struct sink *k, int ret)
+{
+	k->server = egd_server_free(k->server);
+	eb_listeners_done(&k->ls);
+	k->event = sd_event_unref(k->event);
+	if (egd_refill_stop_and_free(k->refill, 2000) < 0) {
 		/* The thread is stuck in a broker call; its buffers are wiped and the process
 		 * ends around it. */
-		egd_refill_wipe(refill);
+		egd_refill_wipe(k->refill);
 		log_debug("The broker call did not return in time; exiting without it");
 		_exit(ret);
 	}
 	return ret;
+}
+
+int main(int argc, char *argv[])
+{
+	struct egd_refill_options ro;
+	struct egd_server_options so;
+	struct sink k = {};
+	int r;
+
+	log_setup(argv[0]);
+	r = parse_args(argc, argv, &ro, &so);
+	if (r != EB_CLI_CONTINUE)
+		return r;
+	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
+	r = egd_refill_new(&ro, &k.refill);
+	if (r < 0)
+		return r == -ENOMEM || r == -EMFILE ? 1 : 2;
+	r = sink_setup(&k, &so);
+	if (r == 0)
+		r = sink_run(&k);
+	return sink_done(&k, r);
 }
