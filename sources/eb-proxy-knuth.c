@@ -131,11 +131,41 @@ static void close_input(struct input *in)
 	in->fd = -EBADF;
 }
 
+/* The buffers and the inputs at x and y (NULL for Algorithm B): 0, or a negative errno (logged).
+ * proxy_close() undoes it either way. */
+static int proxy_open(struct proxy *px, const char *x, const char *y)
+{
+	int r;
+
+	px->xbuf = malloc(EB_GATE_BLOCK_MAX);
+	px->ybuf = malloc(EB_GATE_BLOCK_MAX);
+	if (!px->xbuf || !px->ybuf)
+		return log_oom();
+	r = open_input(&px->x, x);
+	if (r >= 0 && y)
+		r = open_input(&px->y, y);
+	return r;
+}
+
+static void proxy_close(struct proxy *px)
+{
+	eb_shuffle_wipe(&px->shuffle);
+	close_input(&px->x);
+	close_input(&px->y);
+	free(px->xbuf);
+	free(px->ybuf);
+	px->xbuf = px->ybuf = NULL;
+}
+
 enum { ARG_TABLE = EB_CLI_ARG_FIRST_PRIVATE };
 
+/* What the command line says beyond the shared options. */
 struct args {
 	enum eb_shuffle_algorithm algorithm;
 	unsigned table_size;
+	const char *x, *y;          /* the inputs' paths; y NULL for Algorithm B */
+	char kind[EB_KIND_MAX + 1]; /* for HELLO */
+	char name[256];             /* for the log */
 };
 
 static int parse_option(int c, const char *arg, void *userdata)
@@ -158,92 +188,96 @@ static int parse_option(int c, const char *arg, void *userdata)
 	}
 }
 
+static const struct option options[] = {
+    EB_CLI_CLIENT_OPTIONS,
+    EB_CLI_SOURCE_OPTIONS,
+    {"algorithm", required_argument, NULL, 'a'},
+    {"table-size", required_argument, NULL, ARG_TABLE},
+    EB_CLI_CREDIT_OPTIONS,
+    EB_CLI_CREDIT_CAP_OPTION,
+    {},
+};
+
+static const struct eb_cli_program program = {
+    .name = "eb-proxy-knuth",
+    .help = help,
+    .shortopts = EB_CLI_CLIENT_SHORTOPTS "a:",
+    .options = options,
+    .option = parse_option,
+};
+
+/* The command line, then what its options and inputs say together, and the names the source
+ * goes by (a's kind and name, which o and p point to): the exit code, or EB_CLI_CONTINUE. */
+static int parse_args(int argc, char *argv[], struct eb_client_options *o,
+                      struct eb_source_params *p, struct args *a)
+{
+	unsigned n_inputs;
+	int r;
+
+	r = eb_cli_source_parse(argc, argv, &program, o, p, a);
+	if (r != EB_CLI_CONTINUE)
+		return r;
+	if (a->algorithm < 0) {
+		log_error("No --algorithm: m (X shuffled by Y) or b (X shuffled by itself)");
+		return 2;
+	}
+	n_inputs = a->algorithm == EB_SHUFFLE_M ? 2 : 1;
+	if ((unsigned)(argc - optind) != n_inputs) {
+		log_error("Algorithm %s takes %s; see --help",
+		          eb_shuffle_algorithm_to_string(a->algorithm),
+		          n_inputs == 2 ? "two inputs, X and Y" : "one input, X");
+		return 2;
+	}
+	a->x = argv[optind];
+	a->y = n_inputs == 2 ? argv[optind + 1] : NULL;
+	if (a->y && strcmp(a->x, "-") == 0 && strcmp(a->y, "-") == 0) {
+		log_error("X and Y cannot both be standard input");
+		return 2;
+	}
+
+	if (a->y)
+		snprintf(a->name, sizeof(a->name), "knuth-m %s by %s", a->x, a->y);
+	else
+		snprintf(a->name, sizeof(a->name), "knuth-b %s", a->x);
+	/* HELLO says what kind of source this is: a proxy of files is low trust. The paths are
+	 * in the log, not in the few bytes HELLO has for this. */
+	snprintf(a->kind, sizeof(a->kind), "knuth-%s proxy (low trust)",
+	         eb_shuffle_algorithm_to_string(a->algorithm));
+	o->kind = a->kind;
+	p->name = a->name;
+	return EB_CLI_CONTINUE;
+}
+
 int main(int argc, char *argv[])
 {
-	static const struct option options[] = {
-	    EB_CLI_CLIENT_OPTIONS,
-	    EB_CLI_SOURCE_OPTIONS,
-	    {"algorithm", required_argument, NULL, 'a'},
-	    {"table-size", required_argument, NULL, ARG_TABLE},
-	    EB_CLI_CREDIT_OPTIONS,
-	    EB_CLI_CREDIT_CAP_OPTION,
-	    {},
-	};
-	static const struct eb_cli_program prog = {.name = "eb-proxy-knuth",
-	                                           .help = help,
-	                                           .shortopts = EB_CLI_CLIENT_SHORTOPTS "a:",
-	                                           .options = options,
-	                                           .option = parse_option};
 	struct eb_client_options o = {.roles = EB_ROLE_SOURCE};
 	_cleanup_(eb_cli_source_params_done) struct eb_source_params p = {
 	    .gate = {.bits = 8, .cap_mbits_per_byte = LOW_TRUST_CAP_MBITS},
 	    .dump_fd = -EBADF,
 	    .quarantine_ms = 100,
 	};
-	struct args args = {.algorithm = _EB_SHUFFLE_ALGORITHM_INVALID,
-	                    .table_size = EB_SHUFFLE_TABLE_MAX};
+	struct args a = {.algorithm = _EB_SHUFFLE_ALGORITHM_INVALID,
+	                 .table_size = EB_SHUFFLE_TABLE_MAX};
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
-	_cleanup_free_ uint8_t *xbuf = NULL, *ybuf = NULL;
 	struct proxy px = {.x.fd = -EBADF, .y.fd = -EBADF};
-	char kind[EB_KIND_MAX + 1], name[256];
-	enum eb_shuffle_algorithm algorithm;
 	struct eb_source_stats st;
-	unsigned n_inputs;
 	int r;
 
 	log_setup(argv[0]);
-	r = eb_cli_source_parse(argc, argv, &prog, &o, &p, &args);
+	r = parse_args(argc, argv, &o, &p, &a);
 	if (r != EB_CLI_CONTINUE)
 		return r;
-	algorithm = args.algorithm;
-	if (algorithm < 0) {
-		log_error("No --algorithm: m (X shuffled by Y) or b (X shuffled by itself)");
-		return 2;
-	}
-	n_inputs = algorithm == EB_SHUFFLE_M ? 2 : 1;
-	if ((unsigned)(argc - optind) != n_inputs) {
-		log_error("Algorithm %s takes %s; see --help",
-		          eb_shuffle_algorithm_to_string(algorithm),
-		          n_inputs == 2 ? "two inputs, X and Y" : "one input, X");
-		return 2;
-	}
-	if (n_inputs == 2 && strcmp(argv[optind], "-") == 0 && strcmp(argv[optind + 1], "-") == 0) {
-		log_error("X and Y cannot both be standard input");
-		return 2;
-	}
-	r = eb_shuffle_init(&px.shuffle, algorithm, args.table_size);
+	r = eb_shuffle_init(&px.shuffle, a.algorithm, a.table_size);
 	if (r < 0)
 		return log_error_errno(r, "Failed to set up the shuffle: %m"), 2;
-
-	if (n_inputs == 2)
-		snprintf(name, sizeof(name), "knuth-m %s by %s", argv[optind], argv[optind + 1]);
-	else
-		snprintf(name, sizeof(name), "knuth-b %s", argv[optind]);
-	/* HELLO says what kind of source this is: a proxy of files is low trust. The paths are
-	 * in the log, not in the few bytes HELLO has for this. */
-	snprintf(kind, sizeof(kind), "knuth-%s proxy (low trust)",
-	         eb_shuffle_algorithm_to_string(algorithm));
-	o.kind = kind;
-	p.name = name;
 	if (eb_cli_source_client_new(&o, &p, "byte of X", &client) < 0)
 		return 2;
-
-	xbuf = malloc(EB_GATE_BLOCK_MAX);
-	ybuf = malloc(EB_GATE_BLOCK_MAX);
-	if (!xbuf || !ybuf)
-		return log_oom(), 1;
-	px.xbuf = xbuf;
-	px.ybuf = ybuf;
-	if (open_input(&px.x, argv[optind]) < 0)
-		return 1;
-	if (n_inputs == 2 && open_input(&px.y, argv[optind + 1]) < 0) {
-		close_input(&px.x);
+	r = proxy_open(&px, a.x, a.y);
+	if (r < 0) {
+		proxy_close(&px);
 		return 1;
 	}
-
 	r = eb_source_run(client, &p, sample, &px, &st);
-	eb_shuffle_wipe(&px.shuffle);
-	close_input(&px.x);
-	close_input(&px.y);
+	proxy_close(&px);
 	return eb_cli_source_report_samples(r, &st, "Shuffled", "bytes of X");
 }
