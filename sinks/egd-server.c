@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
+/* The EGD server: its clients' requests answered, the broker side, and its life; who may
+ * connect is egd-peers.c's. */
 #include "egd-server.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,88 +15,18 @@
 
 #include "egd-proto.h"
 #include "egd-refill.h"
+#include "egd-server-internal.h"
 #include "list.h"
 #include "listeners.h"
 #include "log.h"
 #include "macro.h"
 
-/* Input is read in chunks; a chunk holds at least one whole request. */
-#define CLIENT_IN_MAX (2 * EGD_REQUEST_MAX)
-/* One reply at a time: the largest is 0x01's count byte and 255 bytes. */
-#define CLIENT_OUT_MAX (1 + EGD_COUNT_MAX)
 /* The kernel holds what a client has not read yet; this caps that (the kernel doubles it), so
  * a client that never reads strands little entropy before it stalls and is dropped. */
 #define CLIENT_SNDBUF (16 * 1024)
-/* Warnings a flood of clients causes come at most this often. */
-#define WARN_INTERVAL_USEC (10 * 1000000ULL)
 /* The sweep for stalled clients, and the STATUS line's refresh at most every 10 s. */
 #define SWEEP_USEC  1000000ULL
 #define STATUS_USEC (10 * 1000000ULL)
-
-/* Who a client is, as far as limits go: a uid over a unix socket, an IPv4 address, an IPv6
- * /64 (what one host is usually given), or for any other family the family alone. */
-struct peer_key {
-	int family;
-	uint32_t uid;
-	uint8_t addr[8];
-};
-
-/* The clients of one peer_key. Peers live as long as they have clients. */
-struct peer {
-	struct eb_list_node node; /* in server->peers */
-	struct peer_key key;
-	unsigned n_clients;
-};
-
-struct client {
-	struct egd_server *server;
-	struct peer *peer;
-	struct eb_list_node node;  /* in server->clients */
-	struct eb_list_node wnode; /* in server->waiters while a blocking read is owed bytes */
-	int fd;
-	sd_event_source *io;
-	uint32_t events;
-	uint64_t id;
-	uint8_t in[CLIENT_IN_MAX];
-	size_t in_len;
-	uint8_t out[CLIENT_OUT_MAX];
-	size_t out_off, out_len;
-	unsigned owed; /* bytes a 0x02 read has still to stream */
-	bool eof;
-	uint64_t active;        /* server->activity when the client last sent or was sent bytes */
-	uint64_t stalled_since; /* CLOCK_MONOTONIC usec since output has waited, 0 when none */
-};
-
-struct stats {
-	uint64_t accepted, refused, requests[_EGD_CMD_MAX];
-	uint64_t served, served_blocking;
-	uint64_t dropped_stalled, dropped_unknown, dropped_gone, dropped_idle;
-};
-
-struct egd_server {
-	sd_event *event;
-	struct egd_refill *refill;
-	struct egd_server_options opts;
-	sd_event_source *refill_src, *sweep_src;
-	struct eb_list clients; /* of client.node */
-	struct eb_list waiters; /* of client.wnode, oldest first */
-	struct eb_list peers;   /* of peer.node */
-	unsigned n_clients;
-	uint64_t next_id;
-	uint64_t activity; /* counts events on clients: orders them by how recently they acted */
-	uint64_t last_refused_log, last_accept_log, last_evict_log, last_status;
-	struct stats stats;
-	char pid[16];
-	size_t pid_len;
-};
-
-static uint64_t server_now(struct egd_server *s)
-{
-	uint64_t t = 0;
-
-	(void)sd_event_now(s->event, CLOCK_MONOTONIC, &t);
-	return t;
-}
 
 /* ---- clients ---- */
 
@@ -111,7 +41,7 @@ static void waiters_append(struct egd_server *s, struct client *c)
 		eb_list_append(&s->waiters, &c->wnode);
 }
 
-static void client_free(struct client *c, const char *why)
+void egd_client_free(struct client *c, const char *why)
 {
 	struct egd_server *s = c->server;
 
@@ -119,10 +49,8 @@ static void client_free(struct client *c, const char *why)
 	waiters_remove(s, c);
 	eb_list_remove(&s->clients, &c->node);
 	s->n_clients--;
-	if (--c->peer->n_clients == 0) {
-		eb_list_remove(&s->peers, &c->peer->node);
-		free(c->peer);
-	}
+	c->peer->n_clients--;
+	egd_peer_release(s, c->peer);
 	sd_event_source_disable_unref(c->io);
 	safe_close(c->fd);
 	/* The output may hold bytes nobody read; the input a write's entropy. */
@@ -282,7 +210,7 @@ static bool client_step(struct client *c)
 	const char *why = NULL;
 
 	if (client_run(c, &why) < 0) {
-		client_free(c, why);
+		egd_client_free(c, why);
 		return false;
 	}
 	client_update_events(c);
@@ -298,8 +226,8 @@ static int on_client(sd_event_source *src, int fd, uint32_t revents, void *userd
 	if (revents & (EPOLLHUP | EPOLLERR)) {
 		if (c->owed > 0 || c->out_len > 0)
 			c->server->stats.dropped_gone++;
-		client_free(c,
-		            c->owed > 0 || c->out_len > 0 ? "went away during a read" : "hung up");
+		egd_client_free(c, c->owed > 0 || c->out_len > 0 ? "went away during a read"
+		                                                 : "hung up");
 		return 0;
 	}
 	if ((revents & EPOLLIN) && !c->eof && c->in_len < sizeof(c->in)) {
@@ -308,7 +236,7 @@ static int on_client(sd_event_source *src, int fd, uint32_t revents, void *userd
 		if (n == 0)
 			c->eof = true;
 		else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-			client_free(c, "failed to read, dropping");
+			egd_client_free(c, "failed to read, dropping");
 			return 0;
 		} else if (n > 0) {
 			c->in_len += (size_t)n;
@@ -345,191 +273,26 @@ static void serve_waiters(struct egd_server *s)
 	}
 }
 
-/* ---- peers and their limits ---- */
-
-static void peer_key_of(int fd, struct peer_key *ret)
-{
-	struct sockaddr_storage ss = {};
-	socklen_t len = sizeof(ss);
-	struct peer_key k = {};
-
-	if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
-		ss.ss_family = AF_UNSPEC;
-	k.family = ss.ss_family;
-	if (ss.ss_family == AF_UNIX) {
-		struct ucred uc;
-		socklen_t l = sizeof(uc);
-
-		/* Every unix client is someone: an unknown uid counts as one peer, nobody's. */
-		k.uid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0 ? UINT32_MAX : uc.uid;
-	} else if (ss.ss_family == AF_INET) {
-		memcpy(k.addr, &((struct sockaddr_in *)&ss)->sin_addr, 4);
-	} else if (ss.ss_family == AF_INET6) {
-		const struct in6_addr *a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
-
-		if (IN6_IS_ADDR_V4MAPPED(a)) {
-			k.family = AF_INET;
-			memcpy(k.addr, a->s6_addr + 12, 4);
-		} else
-			memcpy(k.addr, a->s6_addr, 8);
-	}
-	*ret = k;
-}
-
-static bool peer_key_eq(const struct peer_key *a, const struct peer_key *b)
-{
-	return a->family == b->family && a->uid == b->uid && memcmp(a->addr, b->addr, 8) == 0;
-}
-
-/* The peer for the log: "uid 1000", "192.0.2.1", "2001:db8::/64". */
-static const char *peer_name(const struct peer_key *k, char *buf, size_t size)
-{
-	uint8_t a6[16] = {};
-	char a[INET6_ADDRSTRLEN];
-
-	switch (k->family) {
-	case AF_UNIX:
-		snprintf(buf, size, "uid %" PRIu32, k->uid);
-		break;
-	case AF_INET:
-		snprintf(buf, size, "%s", inet_ntop(AF_INET, k->addr, a, sizeof(a)) ?: "?");
-		break;
-	case AF_INET6:
-		memcpy(a6, k->addr, 8);
-		snprintf(buf, size, "%s/64", inet_ntop(AF_INET6, a6, a, sizeof(a)) ?: "?");
-		break;
-	default:
-		snprintf(buf, size, "a peer of address family %d", k->family);
-		break;
-	}
-	return buf;
-}
-
-static struct peer *peer_find(struct egd_server *s, const struct peer_key *k)
-{
-	struct peer *p;
-
-	eb_list_foreach(p, &s->peers, node)
-		if (peer_key_eq(&p->key, k))
-			return p;
-	return NULL;
-}
-
-/* Idle: owed no bytes and with no answer pending, so dropping it loses nothing it asked for. */
-static bool client_idle(const struct client *c)
-{
-	return c->owed == 0 && c->out_len == 0;
-}
-
-/* The client of peer p (any peer when NULL) that has been idle longest, or NULL. */
-static struct client *oldest_idle(struct egd_server *s, const struct peer *p)
-{
-	struct client *c, *best = NULL;
-
-	eb_list_foreach(c, &s->clients, node)
-		if ((!p || c->peer == p) && client_idle(c) && (!best || c->active < best->active))
-			best = c;
-	return best;
-}
-
-/* The peer with the most clients: at the total limit it is the one that gives up a slot. */
-static struct peer *largest_peer(struct egd_server *s)
-{
-	struct peer *p, *best = NULL;
-
-	eb_list_foreach(p, &s->peers, node)
-		if (!best || p->n_clients > best->n_clients)
-			best = p;
-	return best;
-}
-
-/* Makes room for a new client of key: nothing when it is within both limits; else drops the
- * longest-idle client of the same peer (at --max-clients-per-peer), or of the peer with the
- * most clients, or of anyone (at --max-clients). Clients owed bytes are never dropped for a
- * newcomer. Returns false, having logged, when there is no room. */
-static bool make_room(struct egd_server *s, const struct peer_key *key, struct peer *p)
-{
-	/* A share of all is a limit of its own only when it is less than all. */
-	bool per_peer = p && s->opts.max_clients_per_peer < s->opts.max_clients &&
-	                p->n_clients >= s->opts.max_clients_per_peer;
-	struct client *victim = NULL;
-	uint64_t now = server_now(s);
-	char name[64];
-
-	if (per_peer)
-		victim = oldest_idle(s, p);
-	else if (s->n_clients >= s->opts.max_clients) {
-		victim = oldest_idle(s, largest_peer(s));
-		if (!victim)
-			victim = oldest_idle(s, NULL);
-	} else
-		return true;
-
-	if (!victim) {
-		s->stats.refused++;
-		if (now - s->last_refused_log > WARN_INTERVAL_USEC) {
-			if (per_peer)
-				log_warning(
-				    "Refusing clients of %s: all its %u clients are waiting for bytes (--max-clients-per-peer)",
-				    peer_name(key, name, sizeof(name)), p->n_clients);
-			else
-				log_warning(
-				    "Refusing clients: all %u are waiting for bytes (--max-clients)",
-				    s->n_clients);
-			s->last_refused_log = now;
-		}
-		return false;
-	}
-	s->stats.dropped_idle++;
-	if (now - s->last_evict_log > WARN_INTERVAL_USEC) {
-		if (per_peer)
-			log_warning(
-			    "Dropping idle clients of %s for its new ones: %u is the limit (--max-clients-per-peer)",
-			    peer_name(key, name, sizeof(name)), p->n_clients);
-		else
-			log_warning(
-			    "Dropping idle clients of %s for new ones: %u clients is the limit (--max-clients)",
-			    peer_name(&victim->peer->key, name, sizeof(name)), s->n_clients);
-		s->last_evict_log = now;
-	}
-	client_free(victim, "idle, dropped to make room");
-	return true;
-}
-
 static void on_accept(struct eb_listener *l, int fd, void *userdata)
 {
 	struct egd_server *s = userdata;
-	struct peer_key key;
 	struct peer *p;
 	struct client *c;
 	int r;
 
 	(void)l;
-	peer_key_of(fd, &key);
-	p = peer_find(s, &key);
-	if (!make_room(s, &key, p)) {
+	p = egd_peer_admit(s, fd);
+	if (!p) {
 		safe_close(fd);
 		return;
 	}
-	/* Dropping a victim may have freed p, when the victim was its last client. */
-	p = peer_find(s, &key);
 	(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &(int){CLIENT_SNDBUF}, sizeof(int));
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		safe_close(fd);
+		egd_peer_release(s, p);
 		log_oom();
 		return;
-	}
-	if (!p) {
-		p = calloc(1, sizeof(*p));
-		if (!p) {
-			free(c);
-			safe_close(fd);
-			log_oom();
-			return;
-		}
-		p->key = key;
-		eb_list_append(&s->peers, &p->node);
 	}
 	c->server = s;
 	c->peer = p;
@@ -542,10 +305,7 @@ static void on_accept(struct eb_listener *l, int fd, void *userdata)
 		log_warning_errno(r, "Failed to watch a client, dropping it: %m");
 		safe_close(fd);
 		free(c);
-		if (p->n_clients == 0) {
-			eb_list_remove(&s->peers, &p->node);
-			free(p);
-		}
+		egd_peer_release(s, p);
 		return;
 	}
 	p->n_clients++;
@@ -621,7 +381,7 @@ static int on_sweep(sd_event_source *src, uint64_t usec, void *userdata)
 	eb_list_foreach_safe(c, next, &s->clients, node) {
 		if (c->stalled_since && now - c->stalled_since >= s->opts.client_timeout_usec) {
 			s->stats.dropped_stalled++;
-			client_free(c, "did not read its answer in time, dropping");
+			egd_client_free(c, "did not read its answer in time, dropping");
 		}
 	}
 	if (now - s->last_status >= STATUS_USEC) {
@@ -673,7 +433,7 @@ struct egd_server *egd_server_free(struct egd_server *s)
 	if (!s)
 		return NULL;
 	while ((c = eb_list_first(&s->clients, struct client, node)))
-		client_free(c, "the sink is stopping");
+		egd_client_free(c, "the sink is stopping");
 	sd_event_source_disable_unref(s->refill_src);
 	sd_event_source_disable_unref(s->sweep_src);
 	sd_event_unref(s->event);

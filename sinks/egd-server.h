@@ -15,7 +15,7 @@ struct eb_listeners;
 struct egd_server;
 
 struct egd_server_options {
-	unsigned max_clients;          /* clients served at once; see make_room() past that */
+	unsigned max_clients;          /* clients served at once; see egd-peers.c past that */
 	unsigned max_clients_per_peer; /* of those, one uid's (unix) or address's (TCP) */
 	uint64_t client_timeout_usec;  /* a client that leaves an answer unread this long goes */
 };
