@@ -18,6 +18,13 @@ uint64_t eb_now_ms(void)
 	return eb_now_ns() / 1000000u;
 }
 
+uint64_t eb_ms_until(uint64_t deadline)
+{
+	uint64_t now = eb_now_ms();
+
+	return deadline > now ? deadline - now : 0;
+}
+
 struct timespec eb_timespec_after_ms(clockid_t clock, uint64_t ms)
 {
 	struct timespec ts;

@@ -9,6 +9,9 @@
  * the system is suspended; eb-sink-kernel compares it with CLOCK_BOOTTIME for that reason. */
 uint64_t eb_now_ms(void);
 
+/* Milliseconds from now until deadline (an eb_now_ms() value); 0 once it has passed. */
+uint64_t eb_ms_until(uint64_t deadline);
+
 /* The same in nanoseconds. */
 uint64_t eb_now_ns(void);
 

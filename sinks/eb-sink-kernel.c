@@ -61,13 +61,6 @@ static void help(void)
 	    "\nSee eb-sink-kernel(8).\n");
 }
 
-static uint64_t remaining_ms(uint64_t deadline)
-{
-	uint64_t now = eb_now_ms();
-
-	return deadline > now ? deadline - now : 0;
-}
-
 /* The hard limit of --oneshot: whatever blocks (a vsock connect, a TLS handshake), boot goes on.
  * Every ioctl credits only what it carries, so exiting between two of them credits nothing that
  * was not vouched for. */
@@ -342,7 +335,7 @@ static int run_persistent(struct eb_client *client, int fd)
 	gap = eb_kernel_suspend_gap_ns();
 	for (;;) {
 		uint64_t want = arg_bits, credited = 0,
-			 wait = MIN(remaining_ms(next), (uint64_t)RESUME_CHECK_MS);
+			 wait = MIN(eb_ms_until(next), (uint64_t)RESUME_CHECK_MS);
 		const char *why = NULL;
 		int64_t g;
 

@@ -20,13 +20,6 @@ static uint64_t boottime_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static uint64_t remaining_ms(uint64_t deadline)
-{
-	uint64_t now = eb_now_ms();
-
-	return deadline > now ? deadline - now : 0;
-}
-
 /* One kernel_feed() in progress. */
 struct feed {
 	int fd;
@@ -69,7 +62,7 @@ static int feed_take(void *userdata, struct eb_client *c, const uint8_t *buf, si
 		log_warning("Broker %s vouched for only %u bits of the %zu bytes it sent; "
 		            "mixed them in without credit",
 		            eb_client_broker(c), bits, len);
-		(void)eb_sleep_ms(f->deadline ? MIN(1000, remaining_ms(f->deadline)) : 1000);
+		(void)eb_sleep_ms(f->deadline ? MIN(1000, eb_ms_until(f->deadline)) : 1000);
 		return EB_SINK_FAILOVER;
 	}
 	f->credited += credit;

@@ -91,6 +91,19 @@ static void test_timespec_after(void **state)
 	}
 }
 
+/* A deadline ahead counts down from at most its distance; one passed, or now, is 0, never a
+ * wrapped-around huge wait. */
+static void test_ms_until(void **state)
+{
+	uint64_t now = eb_now_ms(), left = eb_ms_until(now + 60000);
+
+	(void)state;
+	assert_true(left <= 60000 && left > 59000);
+	assert_int_equal(eb_ms_until(now - 1), 0);
+	assert_int_equal(eb_ms_until(0), 0);
+	assert_true(eb_ms_until(UINT64_MAX) > UINT64_MAX - now - 1000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -98,6 +111,7 @@ int main(void)
 	    cmocka_unit_test(test_sleep),
 	    cmocka_unit_test(test_sleep_interrupted),
 	    cmocka_unit_test(test_timespec_after),
+	    cmocka_unit_test(test_ms_until),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
