@@ -20,8 +20,9 @@
 #define COLOUR_IN   "#1a7f37"
 #define COLOUR_OUT  "#bc4c00"
 
+/* 1200 px: the sources table (nine columns) whole on a laptop's screen; narrower, it scrolls. */
 static const char style[] =
-    "body{font:15px/1.45 system-ui,'DejaVu Sans',sans-serif;margin:0 auto;max-width:1000px;"
+    "body{font:15px/1.45 system-ui,'DejaVu Sans',sans-serif;margin:0 auto;max-width:1200px;"
     "padding:12px;color:#1f2328;background:#f6f8fa}"
     "h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.15em;margin:1.2em 0 .4em}"
     ".meta{color:#57606a;margin:0 0 .8em}"
