@@ -45,7 +45,8 @@ struct conf_ctx {
 	struct eb_ini_place upstream_place; /* the [upstream] in force, for later errors */
 	uint64_t seen;                      /* bit i: item i was set in the current section */
 	struct eb_ini_place item_place[CONF_ITEMS_MAX]; /* where each item was set last */
-	const char *reason; /* a parser's own explanation, instead of the item's "expected" */
+	const char *reason;   /* a parser's own explanation, instead of the item's "expected" */
+	char reason_buf[160]; /* where a parser words a reason that names the item at fault */
 };
 
 /* The item for key in section s and its index (< CONF_ITEMS_MAX), or NULL: an unknown key. */

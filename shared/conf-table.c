@@ -509,11 +509,20 @@ static int parse_proxy_from(struct conf_ctx *c, const char *value, void *field)
 		memcpy(one, p, len);
 		one[len] = '\0';
 		r = eb_cidr_parse(one, &got[n]);
-		if (r < 0)
+		if (r < 0) {
+			/* The item at fault, in a list of up to 16. */
+			snprintf(c->reason_buf, sizeof(c->reason_buf),
+			         "\"%s\" is not an IP address or a network (192.0.2.1, 10.0.0.0/8, "
+			         "2001:db8::/32; no bit set past the prefix)",
+			         one);
+			c->reason = c->reason_buf;
 			return r;
+		}
 		for (unsigned i = 0; i < n; i++)
 			if (memcmp(&got[i], &got[n], sizeof(got[n])) == 0) {
-				c->reason = "an address is listed twice";
+				snprintf(c->reason_buf, sizeof(c->reason_buf), "%s is listed twice",
+				         one);
+				c->reason = c->reason_buf;
 				return -EEXIST;
 			}
 		n++;
