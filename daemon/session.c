@@ -672,6 +672,42 @@ static bool linger(struct session *s)
  * holds a few of them, as it does 16 reads. */
 #define SESSION_RECORDS_PER_TURN 64
 
+/* One read into rbuf, when it has room. Returns the bytes read (0: no room, or nothing yet), or a
+ * negative errno, logged, when the session is over: it failed, or the peer closed (-ESHUTDOWN). */
+static ssize_t pump_read(struct session *s)
+{
+	ssize_t k;
+	int r;
+
+	if (s->rend >= SESSION_RBUF_SIZE)
+		return 0;
+	r = read_room(s);
+	if (r < 0) {
+		log_gone(s, r);
+		return r;
+	}
+	k = eb_conn_read(s->conn, s->rbuf + s->rend, s->rcap - s->rend);
+	if (k == 0) {
+		log_gone(s, 0);
+		/* An orderly end, the peer's: TLS says so with close_notify before the FIN, so
+		 * that the peer can tell it from a truncation. Best effort, the socket is
+		 * non-blocking. */
+		eb_conn_shutdown(s->conn);
+		return -ESHUTDOWN;
+	}
+	if (k == -EAGAIN)
+		return 0;
+	if (k < 0) {
+		if (eb_conn_failure(s->conn) == EB_CONN_FAIL_POST)
+			log_records(s);
+		else
+			log_gone(s, (int)k);
+		return k;
+	}
+	s->rend += (size_t)k;
+	return k;
+}
+
 void session_pump(struct session *s)
 {
 	bool more = false; /* the last read got bytes: the socket may hold more */
@@ -681,7 +717,8 @@ void session_pump(struct session *s)
 	/* What a handshake step read was that step's turn. */
 	(void)eb_conn_take_records(s->conn);
 	for (unsigned budget = 16; budget > 0; budget--) {
-		bool progress = false;
+		bool handled;
+		ssize_t k;
 		int r;
 
 		more = false;
@@ -703,44 +740,17 @@ void session_pump(struct session *s)
 			goto close;
 		}
 		if (s->reg.state == SESSION_CLOSING) {
-			if (s->wend > s->wstart)
-				break;
-			if (linger(s))
+			if (s->wend > s->wstart || linger(s))
 				break;
 			goto close;
 		}
-		if (s->rend < SESSION_RBUF_SIZE) {
-			ssize_t k;
-
-			r = read_room(s);
-			if (r < 0) {
-				log_gone(s, r);
-				goto close;
-			}
-			k = eb_conn_read(s->conn, s->rbuf + s->rend, s->rcap - s->rend);
-
-			if (k == 0) {
-				log_gone(s, 0);
-				goto close_notify;
-			}
-			if (k < 0 && k != -EAGAIN) {
-				if (eb_conn_failure(s->conn) == EB_CONN_FAIL_POST)
-					log_records(s);
-				else
-					log_gone(s, (int)k);
-				goto close;
-			}
-			if (k > 0) {
-				s->rend += (size_t)k;
-				progress = true;
-				more = true;
-			}
-		}
-		if (process_frames(s))
-			progress = true;
-		if (s->wend > s->wstart)
-			progress = true; /* flush at the top of the next round */
-		if (!progress)
+		k = pump_read(s);
+		if (k < 0)
+			goto close;
+		more = k > 0;
+		handled = process_frames(s);
+		/* Answers still buffered are flushed at the top of the next round. */
+		if (k == 0 && !handled && s->wend == s->wstart)
 			break;
 		records += eb_conn_take_records(s->conn);
 		if (records >= SESSION_RECORDS_PER_TURN)
@@ -754,10 +764,6 @@ void session_pump(struct session *s)
 	if (more)
 		(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
 	return;
-close_notify:
-	/* An orderly end, the peer's: TLS says so with close_notify before the FIN, so that the
-	 * peer can tell it from a truncation. Best effort, the socket is non-blocking. */
-	eb_conn_shutdown(s->conn);
 close:
 	session_free(s);
 }
