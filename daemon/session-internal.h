@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* What session.c, session-auth.c and session-dispatch.c share; nothing outside a session uses
- * it. */
+/* What session.c, session-io.c, session-auth.c and session-dispatch.c share; nothing outside a
+ * session uses it. */
 #pragma once
 
 #include <assert.h>
@@ -26,16 +26,21 @@ static inline const char *session_user_name(const struct session *s)
 	return s->reg.user >= 0 ? s->broker->conf->users[s->reg.user].name : "(unauthenticated)";
 }
 
-/* session.c: buffers, state, the pump. */
-bool session_has_room(const struct session *s, size_t bytes);
-/* Buffers a frame; the caller checked session_has_room(). */
-int session_send(struct session *s, const struct eb_msg *m);
-void session_send_retry(struct session *s, enum eb_msg_type type, uint32_t ms);
+/* session.c: state, and the handshake on a worker. */
 /* Every change of state goes through here, so that the broker's counts (registry_move()) and
  * status follow. */
 void session_set_state(struct session *s, enum session_state state);
 /* A last ERROR, then CLOSING: a waiting GET is withdrawn, the pump flushes and lingers. */
 void session_refuse(struct session *s, enum eb_error_code code, const char *text);
+/* Hands the handshake's next step to a worker (broker->workers); the session is the worker's
+ * until the step comes back, and then pumped or settled. */
+void session_offload_handshake(struct session *s);
+
+/* session-io.c: the buffers and the pump. */
+bool session_has_room(const struct session *s, size_t bytes);
+/* Buffers a frame; the caller checked session_has_room(). */
+int session_send(struct session *s, const struct eb_msg *m);
+void session_send_retry(struct session *s, enum eb_msg_type type, uint32_t ms);
 /* After every step, the session brought to rest: the io events its state asks for, buffers
  * emptied given back, a come-back (the defer source) for bytes TLS or the read buffer already
  * hold, and the frame timer. Not while a worker holds the session. */
