@@ -104,20 +104,24 @@ static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 		    s->broker, PEER_LOG_REFUSED, LOG_WARNING,
 		    "Refusing %s (user %s): protocol version %u, this broker speaks %u", s->peer,
 		    u->name, h->version, EB_PROTO_VERSION);
-		return session_refuse(s, EB_ERR_VERSION, "unsupported protocol version");
+		session_refuse(s, EB_ERR_VERSION, "unsupported protocol version");
+		return;
 	}
 	if ((h->roles & ~u->roles) != 0) {
 		log_peer_refused(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
 		                 "Refusing %s: user %s asked for roles %s but has only %s", s->peer,
 		                 u->name, eb_roles_to_string(h->roles, want, sizeof(want)),
 		                 eb_roles_to_string(u->roles, have, sizeof(have)));
-		return session_refuse(s, EB_ERR_FORBIDDEN, "role not allowed for this user");
+		session_refuse(s, EB_ERR_FORBIDDEN, "role not allowed for this user");
+		return;
 	}
 	if (h->n_chain > 0) {
 		const char *why;
 
-		if (chain_accept(s->broker, s->reg.user, s->peer, h, &s->chain, &why) < 0)
-			return session_refuse(s, EB_ERR_FORBIDDEN, why);
+		if (chain_accept(s->broker, s->reg.user, s->peer, h, &s->chain, &why) < 0) {
+			session_refuse(s, EB_ERR_FORBIDDEN, why);
+			return;
+		}
 	}
 	registry_set_roles(&s->reg, h->roles);
 	if (s->reg.roles & EB_ROLE_SOURCE)
@@ -200,7 +204,8 @@ static void handle_put(struct session *s, const struct eb_msg_put *p)
 	r = serve_put(s->broker, p->data, p->len, stuck ? 0 : claim, &credited);
 	if (r < 0) {
 		log_error_errno(r, "Failed to add to the pool: %m");
-		return session_refuse(s, EB_ERR_INTERNAL, "pool failure");
+		session_refuse(s, EB_ERR_INTERNAL, "pool failure");
+		return;
 	}
 	count_put(s, p->len, claim, stuck, credited);
 	m.put_ack.credited_bits = (uint32_t)credited;
@@ -285,7 +290,7 @@ static void handle_report(struct session *s, const struct eb_msg_report_req *q)
 	if (r < 0) {
 		log_error_errno(r, "Failed to report %s to %s: %m",
 		                eb_report_table_to_string(q->table), s->peer);
-		return session_refuse(s, EB_ERR_INTERNAL, "report failure");
+		session_refuse(s, EB_ERR_INTERNAL, "report failure");
 	}
 }
 
@@ -312,10 +317,91 @@ void session_tell_asleep(struct registry_entry *e, bool asleep)
 	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
 }
 
+/* A session's first frame after authentication must be its HELLO. */
+static void handle_first(struct session *s, const struct eb_msg *m)
+{
+	if (m->type != EB_MSG_HELLO) {
+		log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+		         "Closing %s (user %s): sent %s before HELLO", s->peer,
+		         session_user_name(s), eb_msg_type_to_string(m->type));
+		session_refuse(s, EB_ERR_PROTOCOL, "HELLO expected");
+		return;
+	}
+	handle_hello(s, &m->hello);
+}
+
+/* A request of a session past HELLO, handled when the roles it connected with allow it. */
+static void handle_request(struct session *s, const struct eb_msg *m)
+{
+	const struct eb_user *u = session_user(s);
+	char roles[64];
+
+	switch (m->type) {
+	case EB_MSG_PUT:
+		if (!(s->reg.roles & EB_ROLE_SOURCE)) {
+			log_peer_refused(
+			    s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			    "Refusing PUT from %s: user %s may not donate (connected as %s)",
+			    s->peer, u->name,
+			    eb_roles_to_string(s->reg.roles, roles, sizeof(roles)));
+			session_refuse(s, EB_ERR_FORBIDDEN, "this user may not donate");
+			return;
+		}
+		handle_put(s, &m->put);
+		return;
+	case EB_MSG_GET:
+		if (!(s->reg.roles & EB_ROLE_SINK)) {
+			log_peer_refused(
+			    s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			    "Refusing GET from %s: user %s may not draw (connected as %s)", s->peer,
+			    u->name, eb_roles_to_string(s->reg.roles, roles, sizeof(roles)));
+			session_refuse(s, EB_ERR_FORBIDDEN, "this user may not draw");
+			return;
+		}
+		handle_get(s, &m->get);
+		return;
+	case EB_MSG_STATUS_REQ:
+		if (!(s->reg.roles & EB_ROLE_ADMIN)) {
+			log_peer_refused(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			                 "Refusing STATUS from %s: user %s is not an admin",
+			                 s->peer, u->name);
+			session_refuse(s, EB_ERR_FORBIDDEN, "this user may not read status");
+			return;
+		}
+		handle_status(s);
+		return;
+	case EB_MSG_REPORT_REQ:
+		if (!(s->reg.roles & EB_ROLE_ADMIN)) {
+			log_peer_refused(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+			                 "Refusing REPORT from %s: user %s is not an admin",
+			                 s->peer, u->name);
+			session_refuse(s, EB_ERR_FORBIDDEN, "this user may not read status");
+			return;
+		}
+		handle_report(s, &m->report_req);
+		return;
+	case EB_MSG_ERROR: /* answered before: see session_handle_frame() */
+	case EB_MSG_HELLO:
+	case EB_MSG_WELCOME:
+	case EB_MSG_PUT_ACK:
+	case EB_MSG_DATA:
+	case EB_MSG_EMPTY:
+	case EB_MSG_SLEEP:
+	case EB_MSG_WAKE:
+	case EB_MSG_QUOTA:
+	case EB_MSG_STATUS:
+	case EB_MSG_REPORT:
+	case _EB_MSG_MAX:
+	case _EB_MSG_INVALID:
+		break;
+	}
+	log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING, "Closing %s (user %s): unexpected %s",
+	         s->peer, u->name, eb_msg_type_to_string(m->type));
+	session_refuse(s, EB_ERR_PROTOCOL, "unexpected message");
+}
+
 void session_handle_frame(struct session *s, const struct eb_frame *f)
 {
-	const struct eb_user *u;
-	char roles[64];
 	struct eb_msg m;
 	int r;
 
@@ -333,70 +419,11 @@ void session_handle_frame(struct session *s, const struct eb_frame *f)
 		log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
 		         "Closing %s (user %s): malformed %s frame", s->peer, session_user_name(s),
 		         eb_msg_type_to_string(f->type));
-		return session_refuse(s, EB_ERR_PROTOCOL, "malformed message");
+		session_refuse(s, EB_ERR_PROTOCOL, "malformed message");
+		return;
 	}
-	if (s->reg.state == SESSION_HELLO) {
-		if (m.type != EB_MSG_HELLO) {
-			log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
-			         "Closing %s (user %s): sent %s before HELLO", s->peer,
-			         session_user_name(s), eb_msg_type_to_string(m.type));
-			return session_refuse(s, EB_ERR_PROTOCOL, "HELLO expected");
-		}
-		return handle_hello(s, &m.hello);
-	}
-	u = session_user(s);
-	switch (m.type) {
-	case EB_MSG_PUT:
-		if (!(s->reg.roles & EB_ROLE_SOURCE)) {
-			log_peer_refused(
-			    s->broker, PEER_LOG_REFUSED, LOG_WARNING,
-			    "Refusing PUT from %s: user %s may not donate (connected as %s)",
-			    s->peer, u->name,
-			    eb_roles_to_string(s->reg.roles, roles, sizeof(roles)));
-			return session_refuse(s, EB_ERR_FORBIDDEN, "this user may not donate");
-		}
-		return handle_put(s, &m.put);
-	case EB_MSG_GET:
-		if (!(s->reg.roles & EB_ROLE_SINK)) {
-			log_peer_refused(
-			    s->broker, PEER_LOG_REFUSED, LOG_WARNING,
-			    "Refusing GET from %s: user %s may not draw (connected as %s)", s->peer,
-			    u->name, eb_roles_to_string(s->reg.roles, roles, sizeof(roles)));
-			return session_refuse(s, EB_ERR_FORBIDDEN, "this user may not draw");
-		}
-		return handle_get(s, &m.get);
-	case EB_MSG_STATUS_REQ:
-		if (!(s->reg.roles & EB_ROLE_ADMIN)) {
-			log_peer_refused(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
-			                 "Refusing STATUS from %s: user %s is not an admin",
-			                 s->peer, u->name);
-			return session_refuse(s, EB_ERR_FORBIDDEN, "this user may not read status");
-		}
-		return handle_status(s);
-	case EB_MSG_REPORT_REQ:
-		if (!(s->reg.roles & EB_ROLE_ADMIN)) {
-			log_peer_refused(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
-			                 "Refusing REPORT from %s: user %s is not an admin",
-			                 s->peer, u->name);
-			return session_refuse(s, EB_ERR_FORBIDDEN, "this user may not read status");
-		}
-		return handle_report(s, &m.report_req);
-	case EB_MSG_ERROR: /* answered above */
-	case EB_MSG_HELLO:
-	case EB_MSG_WELCOME:
-	case EB_MSG_PUT_ACK:
-	case EB_MSG_DATA:
-	case EB_MSG_EMPTY:
-	case EB_MSG_SLEEP:
-	case EB_MSG_WAKE:
-	case EB_MSG_QUOTA:
-	case EB_MSG_STATUS:
-	case EB_MSG_REPORT:
-	case _EB_MSG_MAX:
-	case _EB_MSG_INVALID:
-		break;
-	}
-	log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING, "Closing %s (user %s): unexpected %s",
-	         s->peer, u->name, eb_msg_type_to_string(m.type));
-	session_refuse(s, EB_ERR_PROTOCOL, "unexpected message");
+	if (s->reg.state == SESSION_HELLO)
+		handle_first(s, &m);
+	else
+		handle_request(s, &m);
 }
