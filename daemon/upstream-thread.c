@@ -105,11 +105,10 @@ static int rest(void *userdata, int ms)
 	uint64_t end = eb_now_ms() + (uint64_t)MAX(ms, 0);
 
 	for (;;) {
-		uint64_t now = eb_now_ms();
 		struct up_cmd cmd;
 		int r;
 
-		r = wait_cmd(d->t->fd, ms < 0 ? -1 : (int)(end > now ? end - now : 0), &cmd);
+		r = wait_cmd(d->t->fd, ms < 0 ? -1 : (int)eb_ms_until(end), &cmd);
 		if (r <= 0)
 			return r;
 		r = apply_cmd(d, &cmd);
