@@ -82,6 +82,11 @@ int eb_client_status(struct eb_client *c, struct eb_msg_status *ret);
  * the client's buffer and is valid until the next call. */
 int eb_client_report(struct eb_client *c, uint8_t table, uint64_t after, struct eb_msg_report *ret);
 
+struct eb_history;
+/* Reads the whole history table from the broker into *ret (report.h), page by page
+ * (eb_client_report()), refusing a row whose id is not above the page's after. */
+int eb_history_fetch(struct eb_client *c, struct eb_history *ret);
+
 /* For a broker drawing from an upstream broker: the broker ids its HELLO carries from the next
  * connect on (its own first; docs/protocol.md). -E2BIG beyond EB_CHAIN_MAX. */
 int eb_client_set_chain(struct eb_client *c, const uint64_t *ids, unsigned n);

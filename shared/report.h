@@ -241,9 +241,4 @@ struct eb_history {
  * oldest (a sample may come between two pages); totals past theirs are -E2BIG. */
 int eb_history_add(struct eb_history *h, const struct eb_report_history_row *row);
 
-struct eb_client;
-/* Reads the whole history table from the broker into *ret, page by page (eb_client_report()),
- * refusing a row whose id is not above the page's after. */
-int eb_history_fetch(struct eb_client *c, struct eb_history *ret);
-
 const char *eb_history_kind_to_string(enum eb_history_kind k);
