@@ -276,6 +276,8 @@ static void test_quota(void **state)
 	/* It refills at its rate, up to an hour's worth. */
 	assert_true(sched_quota_tokens(&q, 3600, v.now_usec + 200 * SEC) == 800);
 	assert_true(sched_quota_tokens(&q, 3600, v.now_usec + 24 * 3600 * SEC) == 3600);
+	/* Refilled by 1.5 times its size, the bucket still holds its size, not more. */
+	assert_true(sched_quota_tokens(&q, 3600, v.now_usec + 5400 * SEC) == 3600);
 	v.now_usec += (eb_pool_block_cost(100) - 600) * SEC;
 	d = scheduler_decide(&v, &small, false);
 	assert_int_equal(d.verdict, SCHED_DATA);
