@@ -3,8 +3,9 @@
  * network slots, handshakes, sources, sinks, each user's), the handshakes indexed by address,
  * which new peer is admitted and which handshake makes way for it. It knows a session's state,
  * roles, user and address, nothing of its connection or frames: session.c embeds a
- * struct registry_entry in each session and moves it from state to state here, through
- * registry_move(), the one function that writes a count. */
+ * struct registry_entry in each session and moves it from state to state through
+ * registry_move(). The functions of registry.c are the only writers of a count
+ * (scripts/check-source's registry-write rule refuses a write anywhere else in daemon/). */
 #pragma once
 
 #include <errno.h>
