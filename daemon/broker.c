@@ -192,6 +192,7 @@ void broker_update_zone(struct broker *b)
 		broker_log_zone(b);
 	}
 	broker_mark_status(b);
+	/* Up to upstream_level_changed() (upstream.c, wired in brokerd.c), when there is one. */
 	if (b->hooks.level_changed)
 		b->hooks.level_changed(b);
 }

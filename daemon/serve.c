@@ -29,6 +29,7 @@ static void flow_control(struct broker *b)
 		b->sources_asleep = false;
 	else
 		return;
+	/* Up to session_tell_asleep() (session.c, wired in brokerd.c): SLEEP or WAKE. */
 	registry_foreach_ready(e, &b->registry)
 		b->hooks.set_asleep(e, b->sources_asleep);
 }
@@ -164,6 +165,7 @@ static bool serve(struct broker *b, struct sched_request *r, bool final, bool *s
 		else if (k < 0) {
 			log_error_errno(k, "Failed to draw from the pool: %m");
 			sched_queue_remove(&b->queue, r);
+			/* Up to the GET's owner (answer_get(), session-dispatch.c). */
 			q->answer(q, NULL, NULL);
 			return true;
 		}
@@ -171,6 +173,7 @@ static bool serve(struct broker *b, struct sched_request *r, bool final, bool *s
 	if (d.verdict == SCHED_WAIT)
 		return false;
 	sched_queue_remove(&b->queue, r);
+	/* Up to the GET's owner: answer_get() (session-dispatch.c) for a session. */
 	q->answer(q, &d, b->scratch);
 	if (d.verdict == SCHED_DATA) {
 		explicit_bzero(b->scratch, d.bytes);

@@ -284,6 +284,7 @@ static void handle_report(struct session *s, const struct eb_msg_report_req *q)
 	struct eb_msg m;
 	int r;
 
+	/* Up to admin_report() (admin.c, wired in brokerd.c). */
 	r = rows ? s->broker->hooks.report(s->broker, q, rows, EB_REPORT_ROWS_SIZE, &m) : -ENOMEM;
 	if (r >= 0)
 		r = session_send(s, &m);
