@@ -207,7 +207,8 @@ void broker_config_number_keys(struct broker *b, const struct eb_conf *old, stru
 
 		if (!u->has_key)
 			continue;
-		if (was && was->has_key && CRYPTO_memcmp(was->key, u->key, EB_KEY_SIZE) == 0)
+		if (was && was->has_key && was->key_hash == u->key_hash &&
+		    CRYPTO_memcmp(was->key, u->key, EB_KEY_SIZE) == 0)
 			u->key_serial = was->key_serial;
 		else
 			u->key_serial = ++b->last_key_serial;

@@ -40,8 +40,7 @@
 #define NOTIFY_INTERVAL_USEC (1000000ULL)
 
 /* Called by OpenSSL during a handshake, on a worker thread or on the loop. */
-static int psk_lookup(const char *identity, uint8_t ret_key[EB_KEY_SIZE], uint64_t *ret_tag,
-                      void *userdata)
+static int psk_lookup(const char *identity, struct eb_tls_psk *ret, void *userdata)
 {
 	struct broker *b = userdata;
 	const struct eb_user *u;
@@ -50,8 +49,9 @@ static int psk_lookup(const char *identity, uint8_t ret_key[EB_KEY_SIZE], uint64
 	pthread_rwlock_rdlock(&b->conf_lock);
 	u = eb_conf_find_user(b->conf, identity);
 	if (u && u->has_key) {
-		memcpy(ret_key, u->key, EB_KEY_SIZE);
-		*ret_tag = u->key_serial;
+		memcpy(ret->key, u->key, EB_KEY_SIZE);
+		ret->hash = u->key_hash;
+		ret->tag = u->key_serial;
 		r = 0;
 	}
 	pthread_rwlock_unlock(&b->conf_lock);

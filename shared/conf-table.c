@@ -19,6 +19,7 @@ static int parse_capacity(struct conf_ctx *c, const char *value, void *field);
 static int parse_percent(struct conf_ctx *c, const char *value, void *field);
 static int parse_seed_file(struct conf_ctx *c, const char *value, void *field);
 static int parse_bool(struct conf_ctx *c, const char *value, void *field);
+static int parse_key_hash(struct conf_ctx *c, const char *value, void *field);
 static int parse_save_interval(struct conf_ctx *c, const char *value, void *field);
 static int parse_status_interval(struct conf_ctx *c, const char *value, void *field);
 static int parse_max_sessions(struct conf_ctx *c, const char *value, void *field);
@@ -78,6 +79,8 @@ static const struct conf_item items[] = {
      "a comma-separated list of source, sink, admin"},
     {CONF_SECTION_USER, "key-file", parse_key_file, offsetof(struct eb_user, key_file), false,
      "an absolute path"},
+    {CONF_SECTION_USER, "key-hash", parse_key_hash, offsetof(struct eb_user, key_hash), false,
+     "sha384 or sha256"},
     {CONF_SECTION_USER, "unix-uid", parse_uid, offsetof(struct eb_user, unix_uids), false,
      "uids or user names, separated by commas"},
     {CONF_SECTION_USER, "unix-gid", parse_gid, offsetof(struct eb_user, unix_gids), false,
@@ -217,6 +220,17 @@ static int parse_quota(struct conf_ctx *c, const char *value, void *field)
 {
 	(void)c;
 	return parse_u64(value, 0, UINT64_MAX, field);
+}
+
+static int parse_key_hash(struct conf_ctx *c, const char *value, void *field)
+{
+	enum eb_key_hash h = eb_key_hash_from_string(value);
+
+	(void)c;
+	if (h < 0)
+		return -EINVAL;
+	*(enum eb_key_hash *)field = h;
+	return 0;
 }
 
 static int parse_bool(struct conf_ctx *c, const char *value, void *field)

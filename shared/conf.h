@@ -27,6 +27,7 @@ struct eb_user {
 	char *key_file_origin;    /* "path:line" of key-file=, for the errors of loading it */
 	uint8_t key[EB_KEY_SIZE]; /* loaded from key_file by eb_conf_load_keys() */
 	bool has_key;
+	enum eb_key_hash key_hash;             /* the hash the key is bound to (default SHA-384) */
 	uid_t unix_uids[EB_CONF_UNIX_IDS_MAX]; /* these uids over unix: are this user */
 	unsigned n_unix_uids;
 	gid_t unix_gids[EB_CONF_UNIX_IDS_MAX]; /* and members of these groups (primary, or */

@@ -193,6 +193,8 @@ static enum eb_conn_failure classify(struct eb_conn *c, unsigned long err)
 	const struct eb_tls_peer *peer = eb_tls_peer(c->ssl);
 	int reason = ERR_GET_REASON(err);
 
+	if (peer && peer->wrong_hash)
+		return EB_CONN_FAIL_KEY_HASH;
 	if (peer && !peer->known)
 		return EB_CONN_FAIL_UNKNOWN_USER;
 	switch (reason) {
@@ -250,6 +252,7 @@ int eb_conn_handshake(struct eb_conn *c)
 	switch (c->failure) {
 	case EB_CONN_FAIL_UNKNOWN_USER:
 	case EB_CONN_FAIL_BAD_KEY:
+	case EB_CONN_FAIL_KEY_HASH:
 		return -EACCES;
 	case EB_CONN_FAIL_NONE:
 	case EB_CONN_FAIL_NOT_TLS:
@@ -406,6 +409,8 @@ const char *eb_conn_failure_to_string(enum eb_conn_failure f)
 		return "unknown user";
 	case EB_CONN_FAIL_BAD_KEY:
 		return "wrong key";
+	case EB_CONN_FAIL_KEY_HASH:
+		return "key offered with the other hash than key-hash= binds it to";
 	case EB_CONN_FAIL_NOT_TLS:
 		return "not TLS (plaintext on the TLS port?)";
 	case EB_CONN_FAIL_TLS:

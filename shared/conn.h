@@ -16,6 +16,7 @@ enum eb_conn_failure {
 	EB_CONN_FAIL_NONE,
 	EB_CONN_FAIL_UNKNOWN_USER, /* the PSK identity is not a configured user */
 	EB_CONN_FAIL_BAD_KEY,      /* the binder did not verify: wrong key */
+	EB_CONN_FAIL_KEY_HASH,     /* the user's key is bound to the hash the peer did not use */
 	EB_CONN_FAIL_NOT_TLS,      /* the peer did not speak TLS (plaintext?) */
 	EB_CONN_FAIL_TLS,          /* any other TLS failure */
 	EB_CONN_FAIL_EOF,          /* the peer closed during the handshake */

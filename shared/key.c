@@ -32,6 +32,24 @@ const char *eb_key_error_text(int r)
 	}
 }
 
+static const char *const hash_names[_EB_KEY_HASH_MAX] = {
+    [EB_KEY_HASH_SHA384] = "sha384",
+    [EB_KEY_HASH_SHA256] = "sha256",
+};
+
+const char *eb_key_hash_to_string(enum eb_key_hash h)
+{
+	return h >= 0 && h < _EB_KEY_HASH_MAX ? hash_names[h] : NULL;
+}
+
+enum eb_key_hash eb_key_hash_from_string(const char *s)
+{
+	for (int h = 0; s && h < _EB_KEY_HASH_MAX; h++)
+		if (strcmp(s, hash_names[h]) == 0)
+			return (enum eb_key_hash)h;
+	return _EB_KEY_HASH_INVALID;
+}
+
 #define KEY_HEX_LEN (EB_KEY_SIZE * 2)
 /* 64 digits, an optional newline, and one byte more so that trailing garbage is seen. */
 #define KEY_FILE_MAX (KEY_HEX_LEN + 2)

@@ -3,11 +3,30 @@
  * process's own group when it owns the file with root. */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #define EB_KEY_SIZE 32
+
+/* The hash a key is bound to, as RFC 8446 4.2.11 requires of every PSK: the key is used with the
+ * cipher suite of that hash alone (TLS_AES_256_GCM_SHA384 or TLS_AES_128_GCM_SHA256). One key,
+ * one hash: the same secret under two hashes would be two PSKs sharing a secret, which RFC 9257
+ * section 4 warns against. SHA-384 is the default and what every client of this project offers;
+ * SHA-256 is for the TLS stacks that bind external PSKs to SHA-256 alone (GnuTLS 3.7, OpenSSL's
+ * s_client). */
+enum eb_key_hash {
+	EB_KEY_HASH_SHA384,
+	EB_KEY_HASH_SHA256,
+	_EB_KEY_HASH_MAX,
+	_EB_KEY_HASH_INVALID = -EINVAL,
+};
+
+/* "sha384", "sha256"; NULL for anything else. */
+const char *eb_key_hash_to_string(enum eb_key_hash h);
+/* The reverse; _EB_KEY_HASH_INVALID for a string that names no hash. */
+enum eb_key_hash eb_key_hash_from_string(const char *s);
 
 /* Loads a key file. -EPERM when the file is too open (it is not read then): any permission for
  * others, group write or execute, or group read unless the file's group is the process's own

@@ -11,7 +11,9 @@
 struct eb_tls_peer {
 	char identity[EB_KIND_MAX + 4]; /* printable copy of the PSK identity offered; "..." ends
 	                                 * one longer than EB_KIND_MAX */
-	bool known;                     /* the identity named a configured user */
+	bool known;                     /* the identity named a configured user, whose key is
+	                                 * bound to this handshake's hash */
+	bool wrong_hash;                /* ... whose key is bound to the other hash */
 	unsigned offered;               /* identities offered so far in this handshake */
 	uint64_t tag;                   /* what the lookup said of the key it gave (known only) */
 };

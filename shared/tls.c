@@ -7,23 +7,39 @@
 
 #include <openssl/crypto.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 #include <openssl/ssl.h>
 
 #include "macro.h"
 #include "proto.h"
 #include "tls-internal.h"
 
-/* TLS_AES_256_GCM_SHA384 on the wire (RFC 8446, B.4). */
-static const unsigned char suite_id[2] = {0x13, 0x02};
+/* The suites on the wire (RFC 8446, B.4), by the hash a key is bound to (enum eb_key_hash). */
+static const unsigned char suite_ids[_EB_KEY_HASH_MAX][2] = {
+    [EB_KEY_HASH_SHA384] = {0x13, 0x02},
+    [EB_KEY_HASH_SHA256] = {0x13, 0x01},
+};
+static const char *const suite_names[_EB_KEY_HASH_MAX] = {
+    [EB_KEY_HASH_SHA384] = "TLS_AES_256_GCM_SHA384",
+    [EB_KEY_HASH_SHA256] = "TLS_AES_128_GCM_SHA256",
+};
+
+/* The key given to an identity that has none: HMAC-SHA-256 of the identity under this secret,
+ * drawn when the server context is made. */
+#define DUMMY_SECRET_SIZE 32
 
 struct server_data {
 	eb_tls_psk_lookup_t lookup;
 	void *userdata;
+	uint8_t dummy_secret[DUMMY_SECRET_SIZE];
 };
 
 struct client_data {
 	char user[EB_KIND_MAX + 1];
 	uint8_t key[EB_KEY_SIZE];
+	enum eb_key_hash hash;
 };
 
 static int ctx_index = -1, ssl_index = -1;
@@ -56,9 +72,8 @@ static int init_indexes(void)
 
 /* Builds the session that carries an external PSK: OpenSSL takes PSKs for TLS 1.3 as resumable
  * sessions whose master key is the PSK and whose cipher fixes the hash the PSK is bound to. */
-static SSL_SESSION *psk_session(SSL *ssl, const uint8_t key[EB_KEY_SIZE])
+static SSL_SESSION *psk_session(const SSL_CIPHER *cipher, const uint8_t key[EB_KEY_SIZE])
 {
-	const SSL_CIPHER *cipher = SSL_CIPHER_find(ssl, suite_id);
 	SSL_SESSION *s;
 
 	if (!cipher)
@@ -73,6 +88,51 @@ static SSL_SESSION *psk_session(SSL *ssl, const uint8_t key[EB_KEY_SIZE])
 		return NULL;
 	}
 	return s;
+}
+
+/* The hash of the suite OpenSSL chose for this handshake. */
+static enum eb_key_hash cipher_hash(const SSL_CIPHER *cipher)
+{
+	uint16_t id = SSL_CIPHER_get_protocol_id(cipher);
+
+	return id == 0x1301 ? EB_KEY_HASH_SHA256 : EB_KEY_HASH_SHA384;
+}
+
+/* The length of the first binder of a pre_shared_key extension (RFC 8446, 4.2.11): the length of
+ * the hash the client bound its PSK to. 0 when the extension is malformed, which OpenSSL's own
+ * parser refuses later. */
+static size_t first_binder_len(const unsigned char *p, size_t n)
+{
+	size_t ids;
+
+	if (n < 2)
+		return 0;
+	ids = (size_t)p[0] << 8 | p[1];
+	if (n < 2 + ids + 3)
+		return 0;
+	return p[2 + ids + 2];
+}
+
+/* OpenSSL 3.0 chooses the suite before it looks at a PSK, by the server's order or the client's,
+ * and a PSK bound to the other suite's hash is then passed over: a client of SHA-256 keys that
+ * lists TLS_AES_256_GCM_SHA384 first (as OpenSSL and GnuTLS do) would fail. So the suite is
+ * chosen here, before that, as the one whose hash is as long as the first binder offered; the
+ * PSK's session is then built with that suite (find_session()). */
+static int on_client_hello(SSL *ssl, int *alert, void *arg)
+{
+	const unsigned char *ext;
+	size_t n;
+	enum eb_key_hash h;
+
+	(void)alert, (void)arg;
+	if (!SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_psk, &ext, &n))
+		return SSL_CLIENT_HELLO_SUCCESS; /* no PSK: the handshake fails for want of one */
+	h = first_binder_len(ext, n) == 32 ? EB_KEY_HASH_SHA256 : EB_KEY_HASH_SHA384;
+	if (!SSL_set_ciphersuites(ssl, suite_names[h])) {
+		*alert = SSL_AD_INTERNAL_ERROR;
+		return SSL_CLIENT_HELLO_ERROR;
+	}
+	return SSL_CLIENT_HELLO_SUCCESS;
 }
 
 /* A ClientHello may offer many identities, and OpenSSL asks us about each in turn until one has a
@@ -98,44 +158,67 @@ static struct eb_tls_peer *peer_record(SSL *ssl)
 	return peer;
 }
 
+/* The key of an identity that has none: derived from the context's secret and the identity as
+ * sent, so that the same name is always given the same key, and no client can hold it. */
+static bool dummy_key(const struct server_data *d, const unsigned char *identity,
+                      size_t identity_len, uint8_t ret_key[EB_KEY_SIZE])
+{
+	unsigned len = EB_KEY_SIZE;
+
+	return HMAC(EVP_sha256(), d->dummy_secret, sizeof(d->dummy_secret), identity, identity_len,
+	            ret_key, &len) != NULL &&
+	       len == EB_KEY_SIZE;
+}
+
 static int find_session(SSL *ssl, const unsigned char *identity, size_t identity_len,
                         SSL_SESSION **ret)
 {
 	struct server_data *d = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ctx_index);
+	const SSL_CIPHER *cipher = SSL_get_pending_cipher(ssl);
 	struct eb_tls_peer *peer;
-	uint8_t key[EB_KEY_SIZE];
-	bool printable = true, too_long = identity_len > EB_KIND_MAX;
+	struct eb_tls_psk psk = {};
+	uint8_t dummy[EB_KEY_SIZE];
+	bool printable = true, too_long = identity_len > EB_KIND_MAX, ok;
 	size_t shown;
 
 	*ret = NULL;
 	peer = peer_record(ssl);
-	if (!peer)
+	if (!peer || !cipher)
 		return 0;
 	/* Past the first few: no session for this one either, and the handshake fails for want of
-	 * a PSK. */
+	 * a PSK. (Every identity looked up gets a session, so OpenSSL asks about the first alone;
+	 * the limit holds should that change.) */
 	if (peer->offered++ >= PEER_LOOKUPS_MAX)
 		return 1;
 
 	/* The identity is the peer's first word to us: keep a printable copy, since it ends up in
 	 * a log line when the user is unknown. One longer than any user name can be is nobody,
 	 * and is not looked up under a shortened name: "..." marks it in the log. */
-	peer->known = false;
+	peer->known = peer->wrong_hash = false;
 	shown = MIN(identity_len, (size_t)EB_KIND_MAX);
 	for (size_t i = 0; i < shown; i++) {
-		bool ok = identity[i] >= 0x20 && identity[i] < 0x7f;
+		bool ok_byte = identity[i] >= 0x20 && identity[i] < 0x7f;
 
-		peer->identity[i] = ok ? (char)identity[i] : '?';
-		printable = printable && ok;
+		peer->identity[i] = ok_byte ? (char)identity[i] : '?';
+		printable = printable && ok_byte;
 	}
 	peer->identity[shown] = '\0';
 	if (too_long)
 		memcpy(peer->identity + shown, "...", sizeof("..."));
-	/* Only the bytes as sent name a user: "al\001ce" is not "al?ce". */
-	if (too_long || !printable || d->lookup(peer->identity, key, &peer->tag, d->userdata) < 0)
-		return 1; /* No session: the handshake fails for want of a PSK. */
-	peer->known = true;
-	*ret = psk_session(ssl, key);
-	explicit_bzero(key, sizeof(key));
+	/* Nobody gets a key too, so that an unknown name fails as a wrong key does: on the binder,
+	 * with the same alert, after the same work (the dummy key is made for everyone). Told
+	 * apart, they would list the users. */
+	ok = dummy_key(d, identity, identity_len, dummy);
+	/* Only the bytes as sent name a user: "al\001ce" is not "al?ce". A user's key is used with
+	 * the one hash it is bound to; offered with the other, it is as good as no key. */
+	if (!too_long && printable && d->lookup(peer->identity, &psk, d->userdata) >= 0) {
+		peer->known = psk.hash == cipher_hash(cipher);
+		peer->wrong_hash = !peer->known;
+		peer->tag = psk.tag;
+	}
+	*ret = ok ? psk_session(cipher, peer->known ? psk.key : dummy) : NULL;
+	explicit_bzero(&psk, sizeof(psk));
+	explicit_bzero(dummy, sizeof(dummy));
 	return *ret ? 1 : 0;
 }
 
@@ -143,14 +226,14 @@ static int use_session(SSL *ssl, const EVP_MD *md, const unsigned char **ret_id,
                        SSL_SESSION **ret)
 {
 	struct client_data *d = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ctx_index);
-	const SSL_CIPHER *cipher = SSL_CIPHER_find(ssl, suite_id);
+	const SSL_CIPHER *cipher = SSL_CIPHER_find(ssl, suite_ids[d->hash]);
 
 	*ret = NULL;
 	/* After a HelloRetryRequest OpenSSL asks again with the negotiated hash; our PSK is only
-	 * valid with SHA-384. */
+	 * valid with its own. */
 	if (!cipher || (md && md != SSL_CIPHER_get_handshake_digest(cipher)))
 		return 1;
-	*ret = psk_session(ssl, d->key);
+	*ret = psk_session(cipher, d->key);
 	if (!*ret)
 		return 0;
 	*ret_id = (const unsigned char *)d->user;
@@ -159,7 +242,7 @@ static int use_session(SSL *ssl, const EVP_MD *md, const unsigned char **ret_id,
 }
 
 /* A context with our settings and a zeroed data block attached, which free_ctx_data() wipes. */
-static SSL_CTX *ctx_new(const SSL_METHOD *method, void **ret_data)
+static SSL_CTX *ctx_new(const SSL_METHOD *method, const char *suites, void **ret_data)
 {
 	SSL_CTX *ctx;
 	void *d;
@@ -176,12 +259,11 @@ static SSL_CTX *ctx_new(const SSL_METHOD *method, void **ret_data)
 		return NULL;
 	}
 	*ret_data = d;
-	/* TLS 1.3 only, one suite, (EC)DHE with every PSK (psk_dhe_ke: forward secrecy), no
-	 * tickets or cache: every connection authenticates with the user's key afresh. */
+	/* TLS 1.3 only, (EC)DHE with every PSK (psk_dhe_ke: forward secrecy), no tickets or
+	 * cache: every connection authenticates with the user's key afresh. */
 	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) ||
 	    !SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) ||
-	    !SSL_CTX_set_ciphersuites(ctx, EB_TLS_CIPHERSUITE) ||
-	    !SSL_CTX_set_num_tickets(ctx, 0)) {
+	    !SSL_CTX_set_ciphersuites(ctx, suites) || !SSL_CTX_set_num_tickets(ctx, 0)) {
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
@@ -197,31 +279,45 @@ int eb_tls_server_new(eb_tls_psk_lookup_t lookup, void *userdata, SSL_CTX **ret)
 	struct server_data *d;
 	SSL_CTX *ctx;
 
-	ctx = ctx_new(TLS_server_method(), (void **)&d);
+	ctx = ctx_new(TLS_server_method(), EB_TLS_SERVER_CIPHERSUITES, (void **)&d);
 	if (!ctx)
 		return -ENOMEM;
+	if (RAND_priv_bytes(d->dummy_secret, sizeof(d->dummy_secret)) != 1) {
+		SSL_CTX_free(ctx);
+		return -EIO;
+	}
 	d->lookup = lookup;
 	d->userdata = userdata;
+	SSL_CTX_set_client_hello_cb(ctx, on_client_hello, NULL);
 	SSL_CTX_set_psk_find_session_callback(ctx, find_session);
+	*ret = ctx;
+	return 0;
+}
+
+int eb_tls_client_new_hash(const char *user, const uint8_t key[EB_KEY_SIZE], enum eb_key_hash hash,
+                           SSL_CTX **ret)
+{
+	struct client_data *d;
+	SSL_CTX *ctx;
+
+	if (!user || strlen(user) == 0 || strlen(user) > EB_KIND_MAX || hash < 0 ||
+	    hash >= _EB_KEY_HASH_MAX)
+		return -EINVAL;
+	/* The one suite of the key's hash: a broker then has nothing else to choose. */
+	ctx = ctx_new(TLS_client_method(), suite_names[hash], (void **)&d);
+	if (!ctx)
+		return -ENOMEM;
+	memcpy(d->user, user, strlen(user) + 1);
+	memcpy(d->key, key, EB_KEY_SIZE);
+	d->hash = hash;
+	SSL_CTX_set_psk_use_session_callback(ctx, use_session);
 	*ret = ctx;
 	return 0;
 }
 
 int eb_tls_client_new(const char *user, const uint8_t key[EB_KEY_SIZE], SSL_CTX **ret)
 {
-	struct client_data *d;
-	SSL_CTX *ctx;
-
-	if (!user || strlen(user) == 0 || strlen(user) > EB_KIND_MAX)
-		return -EINVAL;
-	ctx = ctx_new(TLS_client_method(), (void **)&d);
-	if (!ctx)
-		return -ENOMEM;
-	memcpy(d->user, user, strlen(user) + 1);
-	memcpy(d->key, key, EB_KEY_SIZE);
-	SSL_CTX_set_psk_use_session_callback(ctx, use_session);
-	*ret = ctx;
-	return 0;
+	return eb_tls_client_new_hash(user, key, EB_KEY_HASH_SHA384, ret);
 }
 
 SSL_CTX *eb_tls_free(SSL_CTX *ctx)

@@ -4,6 +4,7 @@
  * an identity longer than any user name. The server side is the broker's own; the clients are
  * OpenSSL, or bytes built here. */
 #include <errno.h>
+#include <inttypes.h>
 #include <malloc.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -25,15 +27,17 @@
 static const uint8_t user_key[EB_KEY_SIZE] = {1, 2, 3, 4, 5, 6, 7, 8};
 static unsigned lookups;
 
-static int lookup(const char *identity, uint8_t ret_key[EB_KEY_SIZE], uint64_t *ret_tag,
-                  void *userdata)
+static int lookup(const char *identity, struct eb_tls_psk *ret, void *userdata)
 {
 	(void)userdata;
-	*ret_tag = 7;
+	ret->tag = 7;
 	lookups++;
-	if (strcmp(identity, "alice") != 0 && strcmp(identity, LONG_USER) != 0)
+	if (strcmp(identity, "alice") != 0 && strcmp(identity, LONG_USER) != 0 &&
+	    strcmp(identity, "gnu") != 0)
 		return -ENOENT;
-	memcpy(ret_key, user_key, EB_KEY_SIZE);
+	memcpy(ret->key, user_key, EB_KEY_SIZE);
+	/* gnu's key is bound to SHA-256, everyone else's to SHA-384. */
+	ret->hash = strcmp(identity, "gnu") == 0 ? EB_KEY_HASH_SHA256 : EB_KEY_HASH_SHA384;
 	return 0;
 }
 
@@ -235,12 +239,132 @@ static void test_long_identity_is_nobody(void **state)
 	eb_tls_free(ctx);
 }
 
+/* The alert a client read, as the info callback saw it (level << 8 | description). */
+static int alert_read;
+
+static void on_info(const SSL *ssl, int where, int ret)
+{
+	(void)ssl;
+	if (where & SSL_CB_READ_ALERT)
+		alert_read = ret;
+}
+
+/* One handshake of a client offering user with key (or user_key) bound to hash, against ctx;
+ * returns the connection's result, stores the server's CPU time for the ClientHello in *ret_ns
+ * (if not NULL) and the alert the client read in alert_read (0: none). */
+static int login(SSL_CTX *ctx, const char *user, const uint8_t key[EB_KEY_SIZE],
+                 enum eb_key_hash hash, uint64_t *ret_ns)
+{
+	SSL_CTX *cctx = NULL;
+	struct eb_conn *c;
+	struct timespec t0, t1;
+	SSL *cl;
+	int fd, r;
+
+	assert_int_equal(eb_tls_client_new_hash(user, key, hash, &cctx), 0);
+	SSL_CTX_set_info_callback(cctx, on_info);
+	c = server_conn(ctx, &fd);
+	cl = SSL_new(cctx);
+	assert_non_null(cl);
+	assert_int_equal(SSL_set_fd(cl, fd), 1);
+	alert_read = 0;
+	/* The ClientHello, then the server's answer to it, timed, then the client reads that. */
+	assert_int_equal(SSL_connect(cl), -1);
+	assert_int_equal(SSL_get_error(cl, -1), SSL_ERROR_WANT_READ);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+	r = eb_conn_handshake(c);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+	if (ret_ns)
+		*ret_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec -
+		          (uint64_t)t0.tv_nsec;
+	while (r == -EAGAIN) {
+		int k = SSL_connect(cl);
+
+		if (k != 1 && SSL_get_error(cl, k) != SSL_ERROR_WANT_READ)
+			break;
+		r = eb_conn_handshake(c); /* with the client's Finished when k is 1 */
+		if (k == 1)
+			break;
+	}
+	(void)SSL_connect(cl); /* reads the alert, if the server sent one */
+	SSL_free(cl);
+	eb_conn_free(c);
+	close(fd);
+	SSL_CTX_free(cctx);
+	return r;
+}
+
+static void test_sha256_key(void **state)
+{
+	SSL_CTX *ctx = NULL;
+
+	(void)state;
+	assert_int_equal(eb_tls_server_new(lookup, NULL, &ctx), 0);
+	/* The client lists only its own key's suite, and the broker follows the binder: each
+	 * hash gets through with its own user, and the other hash is refused as a bad key. */
+	assert_int_equal(login(ctx, "gnu", user_key, EB_KEY_HASH_SHA256, NULL), 0);
+	assert_int_equal(login(ctx, "alice", user_key, EB_KEY_HASH_SHA384, NULL), 0);
+	assert_int_equal(login(ctx, "alice", user_key, EB_KEY_HASH_SHA256, NULL), -EACCES);
+	assert_int_equal(login(ctx, "gnu", user_key, EB_KEY_HASH_SHA384, NULL), -EACCES);
+	eb_tls_free(ctx);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+#define LOGINS 301
+/* How far apart the medians may be: the work is the same (a lookup, a key, a binder); what
+ * differs is one HMAC-SHA-256 for the unknown name's key, about 1 us of some 30. */
+#define MARGIN_PERCENT 10
+
+static void test_one_answer(void **state)
+{
+	static uint64_t ns[2][LOGINS];
+	static const uint8_t wrong[EB_KEY_SIZE] = {9};
+	SSL_CTX *ctx = NULL;
+	int alerts[2];
+	uint64_t med[2];
+
+	(void)state;
+	assert_int_equal(eb_tls_server_new(lookup, NULL, &ctx), 0);
+	/* A known name with a wrong key, and an unknown name, taken in turns so that the load of
+	 * the machine falls on both alike. */
+	for (unsigned i = 0; i < LOGINS; i++) {
+		assert_int_equal(login(ctx, "alice", wrong, EB_KEY_HASH_SHA384, &ns[0][i]),
+		                 -EACCES);
+		alerts[0] = alert_read;
+		assert_int_equal(login(ctx, "mallory", wrong, EB_KEY_HASH_SHA384, &ns[1][i]),
+		                 -EACCES);
+		alerts[1] = alert_read;
+		/* The same alert byte, every time: illegal_parameter, which OpenSSL 3.0 sends for a
+		 * binder that does not verify. */
+		assert_int_equal(alerts[0], SSL3_AL_FATAL << 8 | SSL_AD_ILLEGAL_PARAMETER);
+		assert_int_equal(alerts[1], alerts[0]);
+	}
+	for (unsigned k = 0; k < 2; k++) {
+		qsort(ns[k], LOGINS, sizeof(ns[k][0]), cmp_u64);
+		med[k] = ns[k][LOGINS / 2];
+	}
+	print_message("# server CPU per refused ClientHello, median of %u: wrong key %" PRIu64
+	              " ns, unknown name %" PRIu64 " ns\n",
+	              LOGINS, med[0], med[1]);
+	assert_true(med[1] * 100 <= med[0] * (100 + MARGIN_PERCENT));
+	assert_true(med[0] * 100 <= med[1] * (100 + MARGIN_PERCENT));
+	eb_tls_free(ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_partial_record_is_not_pending),
 	    cmocka_unit_test(test_many_identities),
 	    cmocka_unit_test(test_long_identity_is_nobody),
+	    cmocka_unit_test(test_sha256_key),
+	    cmocka_unit_test(test_one_answer),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -38,8 +38,7 @@ static const struct {
 static unsigned lookups;
 static bool last_found;
 
-static int lookup(const char *identity, uint8_t ret_key[EB_KEY_SIZE], uint64_t *ret_tag,
-                  void *userdata)
+static int lookup(const char *identity, struct eb_tls_psk *ret, void *userdata)
 {
 	size_t len = strnlen(identity, EB_KIND_MAX + 1);
 
@@ -52,8 +51,9 @@ static int lookup(const char *identity, uint8_t ret_key[EB_KEY_SIZE], uint64_t *
 	last_found = false;
 	for (size_t i = 0; i < ELEMENTSOF(users); i++)
 		if (strcmp(identity, users[i].name) == 0) {
-			memset(ret_key, users[i].fill, EB_KEY_SIZE);
-			*ret_tag = i + 1;
+			memset(ret->key, users[i].fill, EB_KEY_SIZE);
+			ret->hash = EB_KEY_HASH_SHA384;
+			ret->tag = i + 1;
 			last_found = true;
 			return 0;
 		}
