@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The admin's view: the REPORT pages of sessions and users. Only what the broker already holds is
- * shown: names, addresses and counters, never a key. */
+/* The admin's view: the REPORT pages of sessions, users and counters. Only what the broker already
+ * holds is shown: names, addresses and counters, never a key. */
 #include "admin.h"
 
 #include <errno.h>
@@ -102,6 +102,11 @@ static void session_row(struct broker *b, struct session *s, uint64_t now, uint8
 
 		ret->empty_answers = s->empty_answers;
 		ret->starving_ms = since ? MAX(ms_since(since, now), 1u) : 0;
+		if (version >= 2) {
+			ret->quota_answers = s->quota_answers;
+			if (s->quota_spent && s->starving_since_usec)
+				ret->flags |= EB_REPORT_QUOTA_SPENT;
+		}
 	}
 	snprintf(ret->user, sizeof(ret->user), "%s", u->name);
 	snprintf(ret->kind, sizeof(ret->kind), "%s", s->kind);
@@ -221,6 +226,8 @@ static int users_page(struct broker *b, uint64_t after, uint8_t version, uint8_t
 		    .bits_out = t->bits_out,
 		    .bytes_drbg = t->bytes_drbg,
 		    .empty_answers = version >= 1 ? t->empty_answers : 0,
+		    .quota_answers = version >= 2 ? t->quota_answers : 0,
+		    .max_sessions = version >= 2 ? u->max_sessions : 0,
 		};
 		int k;
 
@@ -245,6 +252,45 @@ static int users_page(struct broker *b, uint64_t after, uint8_t version, uint8_t
 	return 0;
 }
 
+/* The refusals since start, then the sessions against their limits now: one page, in id order. */
+static int counters_page(struct broker *b, uint64_t after, uint8_t version, uint8_t *buf,
+                         size_t size, struct eb_msg_report *ret)
+{
+	const struct registry *reg = &b->registry;
+	uint64_t gauges[_EB_COUNTER_MAX] = {
+	    [EB_COUNTER_NETWORK_SESSIONS] = reg->n_network,
+	    [EB_COUNTER_LOCAL_SESSIONS] = reg->n_local,
+	    [EB_COUNTER_HANDSHAKES] = reg->n_handshakes,
+	    [EB_COUNTER_MAX_SESSIONS] = b->conf->max_sessions,
+	    [EB_COUNTER_MAX_LOCAL_SESSIONS] = b->conf->max_local_sessions,
+	    [EB_COUNTER_MAX_HANDSHAKES] = b->conf->max_handshakes,
+	};
+	size_t used = 0;
+	unsigned count = 0;
+
+	for (int c = 1; c < _EB_COUNTER_MAX; c++) {
+		struct eb_report_counter row = {(uint64_t)c, b->counters[c] + gauges[c]};
+		int k;
+
+		/* Ids without a name are gaps kept for later counters. */
+		if ((uint64_t)c <= after || !eb_counter_to_string(c))
+			continue;
+		k = eb_report_counter_encode(&row, buf + used, size - used);
+		if (k < 0)
+			return k;
+		used += (size_t)k;
+		count++;
+	}
+	*ret = (struct eb_msg_report){
+	    .table = EB_REPORT_COUNTERS,
+	    .version = version,
+	    .count = (uint16_t)count,
+	    .rows = used > 0 ? buf : NULL,
+	    .rows_len = (uint32_t)used,
+	};
+	return 0;
+}
+
 int admin_report(struct broker *b, const struct eb_msg_report_req *q, uint8_t *buf, size_t size,
                  struct eb_msg *ret)
 {
@@ -260,6 +306,11 @@ int admin_report(struct broker *b, const struct eb_msg_report_req *q, uint8_t *b
 		break;
 	case EB_REPORT_HISTORY:
 		r = history_page(b->history, q->after, broker_now(b), buf, size, &m.report);
+		/* Its rows are the same in every version from 1: the answer is in the one asked. */
+		m.report.version = q->version;
+		break;
+	case EB_REPORT_COUNTERS:
+		r = counters_page(b, q->after, q->version, buf, size, &m.report);
 		break;
 	case _EB_REPORT_TABLE_MAX:
 	case _EB_REPORT_TABLE_INVALID:

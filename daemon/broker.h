@@ -19,6 +19,7 @@
 #include "proto.h"
 #include "ratelimit.h"
 #include "registry.h"
+#include "report.h"
 #include "scheduler.h"
 
 struct broker;
@@ -33,7 +34,9 @@ struct eb_msg_report_req;
  * parallel to conf->users, and a reload carries them over by name. */
 struct user_totals {
 	uint64_t bytes_in, bits_in, bits_out, bytes_drbg;
-	uint64_t empty_answers; /* GETs answered EMPTY */
+	uint64_t empty_answers;     /* GETs answered EMPTY */
+	uint64_t quota_answers;     /* GETs answered QUOTA */
+	uint64_t quota_logged_usec; /* serve.c's: the journal last told of its spent quota */
 };
 
 /* The calls that go up the layers, each by pointer, set once by brokerd_new(): the modules form
@@ -122,6 +125,8 @@ struct broker {
 	uint64_t zone_logged_usec;
 
 	uint64_t bits_in, bits_out, bytes_drbg, bits_seed;
+	/* Refusals since start, by the counters table's ids (report.h): broker_count(). */
+	uint64_t counters[_EB_COUNTER_MAX];
 	uint64_t start_usec;
 	bool status_dirty;
 	bool stopping;
@@ -160,6 +165,11 @@ void broker_notify_status(struct broker *b);
 void broker_mark_status(struct broker *b);
 void broker_fill_status(struct broker *b, struct eb_msg_status *ret);
 uint64_t broker_now(struct broker *b);
+/* One more of a refusal the admin's counters table shows; counted whether or not it is logged. */
+static inline void broker_count(struct broker *b, enum eb_counter c)
+{
+	b->counters[c]++;
+}
 
 /* Whether a log line of this kind may be written now; logs a summary of the lines held back in
  * the window that just ended first. */

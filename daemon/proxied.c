@@ -118,6 +118,7 @@ static void refuse(struct proxied *p, int r)
 	default:
 		why = strerror(-r);
 	}
+	broker_count(b, EB_COUNTER_PROXY_BAD_HEADER);
 	log_peer_refused(b, PEER_LOG_HANDSHAKE, LOG_WARNING, "Refusing %s: %s; " PROXY_HINT,
 	                 p->peer, why);
 	proxied_free(p);
@@ -225,6 +226,7 @@ void proxied_new(struct broker *b, int fd, const struct sockaddr_storage *balanc
 
 	/* Headers come at once from a balancer; those waiting are bounded as handshakes are. */
 	if (b->n_proxied > b->conf->max_handshakes) {
+		broker_count(b, EB_COUNTER_LIMIT_MAX_HANDSHAKES);
 		log_peer_refused(b, PEER_LOG_LIMIT, LOG_WARNING,
 		                 "Refusing %s: max-handshakes reached by connections waiting for "
 		                 "their PROXY header",

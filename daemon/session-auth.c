@@ -174,10 +174,12 @@ static int bind_user(struct session *s, const struct eb_user *u)
 	int r;
 
 	r = registry_bind_user(&s->broker->registry, &s->reg, idx, u->max_sessions);
-	if (r < 0)
+	if (r < 0) {
+		broker_count(s->broker, EB_COUNTER_LIMIT_USER_MAX_SESSIONS);
 		log_peer_refused(s->broker, PEER_LOG_LIMIT, LOG_WARNING,
 		                 "Refusing %s: user %s has %u sessions, its limit (max-sessions)",
 		                 s->peer, u->name, u->max_sessions);
+	}
 	return r;
 }
 
@@ -189,6 +191,7 @@ int session_identify_unix(struct session *s)
 
 	r = session_peer_cred(eb_conn_fd(s->conn), &uc);
 	if (r < 0) {
+		broker_count(s->broker, EB_COUNTER_AUTH_OTHER);
 		log_peer_refused(s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
 		                 "Refusing %s: cannot read its credentials: %s", s->peer,
 		                 strerror(-r));
@@ -200,6 +203,7 @@ int session_identify_unix(struct session *s)
 
 		/* Both the log and the peer are told who it is and what would let it in: the one
 		 * who runs the client is often the one who can add the section. */
+		broker_count(s->broker, EB_COUNTER_AUTH_UNMAPPED_PEER);
 		account_text(true, uc.uid, uid, sizeof(uid));
 		account_text(false, uc.gid, gid, sizeof(gid));
 		log_peer_refused(
@@ -225,6 +229,7 @@ static int identify_tls(struct session *s)
 	const struct eb_user *u = id ? eb_conf_find_user(s->broker->conf, id) : NULL;
 
 	if (!u) {
+		broker_count(s->broker, EB_COUNTER_AUTH_OTHER);
 		log_peer_refused(s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
 		                 "Refusing %s: its TLS identity names no user", s->peer);
 		return -EACCES;
@@ -232,6 +237,7 @@ static int identify_tls(struct session *s)
 	/* The key was looked up when the ClientHello came; a reload since may have rotated it,
 	 * and a rotated key must open nothing more. */
 	if (eb_conn_key_tag(s->conn) != u->key_serial) {
+		broker_count(s->broker, EB_COUNTER_AUTH_OTHER);
 		log_peer_refused(
 		    s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
 		    "Refusing %s (user %s): its key was replaced by a reload during the TLS "
@@ -313,6 +319,29 @@ static bool sent_proxy_header(struct session *s)
 	return eb_proxy_parse(first, sizeof(first), &h) == -EAGAIN;
 }
 
+/* What a failed handshake counts as (a peer that closed during it is not counted: a port probe
+ * is not a refusal). */
+static enum eb_counter failure_counter(struct session *s, enum eb_conn_failure f)
+{
+	switch (f) {
+	case EB_CONN_FAIL_UNKNOWN_USER:
+		return EB_COUNTER_AUTH_UNKNOWN_USER;
+	case EB_CONN_FAIL_BAD_KEY:
+		return EB_COUNTER_AUTH_WRONG_KEY;
+	case EB_CONN_FAIL_NOT_TLS:
+		return sent_proxy_header(s) ? EB_COUNTER_PROXY_NOT_ALLOWED : EB_COUNTER_TLS_FAILED;
+	case EB_CONN_FAIL_NONE:
+	case EB_CONN_FAIL_TLS:
+	case EB_CONN_FAIL_EOF:
+	case EB_CONN_FAIL_RECORDS:
+	case EB_CONN_FAIL_POST:
+	case _EB_CONN_FAILURE_MAX:
+	case _EB_CONN_FAILURE_INVALID:
+		break;
+	}
+	return EB_COUNTER_TLS_FAILED;
+}
+
 int session_handshake_result(struct session *s, int r)
 {
 	struct broker *b = s->broker;
@@ -322,6 +351,9 @@ int session_handshake_result(struct session *s, int r)
 	if (r < 0) {
 		enum eb_conn_failure f = eb_conn_failure(s->conn);
 		const char *tls_err = eb_conn_tls_error(s->conn);
+
+		if (f != EB_CONN_FAIL_EOF)
+			broker_count(b, failure_counter(s, f));
 
 		if (f == EB_CONN_FAIL_EOF)
 			log_peer(b, PEER_LOG_HANDSHAKE, LOG_INFO,

@@ -3,6 +3,7 @@
  * answers (DATA, QUOTA, EMPTY, SLEEP, WAKE) turned into frames. */
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,10 +58,47 @@ static void count_put(struct session *s, size_t bytes, uint64_t claim, bool stuc
 static void count_empty(struct session *s)
 {
 	s->empty_answers++;
+	s->quota_spent = false;
 	totals_of(s)->empty_answers++;
 	history_count_empty(s->broker->history);
 	if (s->starving_since_usec == 0)
 		s->starving_since_usec = s->get.request.since_usec;
+}
+
+/* The journal hears of a user's spent quota at most this often: a sink retries every time its
+ * QUOTA's hint runs out, and a fleet's guests each have their own sessions. */
+#define QUOTA_LOG_INTERVAL_USEC (60 * 1000000ULL)
+#define MSGID_QUOTA_SPENT       "9e0aec3866724838af0c20345890d6e8"
+
+/* A QUOTA answered the GET: the session starves as for an EMPTY, for another reason, and the
+ * journal says whose quota, what it spent and when it can draw again. */
+static void count_quota(struct session *s, uint32_t retry_ms)
+{
+	struct broker *b = s->broker;
+	struct user_totals *t = totals_of(s);
+	const struct eb_user *u = session_user(s);
+	uint64_t now = broker_now(b);
+	char fields[256];
+	double left;
+
+	s->quota_answers++;
+	s->quota_spent = true;
+	t->quota_answers++;
+	if (s->starving_since_usec == 0)
+		s->starving_since_usec = s->get.request.since_usec;
+	if (t->quota_logged_usec != 0 && now - t->quota_logged_usec < QUOTA_LOG_INTERVAL_USEC)
+		return;
+	t->quota_logged_usec = now;
+	left = sched_quota_tokens(&b->quotas[s->reg.user], u->quota_bits_per_hour, now);
+	snprintf(fields, sizeof(fields),
+	         "MESSAGE_ID=" MSGID_QUOTA_SPENT "\nEB_USER=%s\nEB_QUOTA_BITS_PER_HOUR=%" PRIu64
+	         "\nEB_RETRY_MS=%" PRIu32,
+	         u->name, u->quota_bits_per_hour, retry_ms);
+	log_struct(LOG_NOTICE, fields,
+	           "User %s spent its quota of %" PRIu64 " bits an hour (%.0f bits left, less "
+	           "than a request costs); %s is answered QUOTA, and its quota refills enough "
+	           "in %" PRIu32 " ms",
+	           u->name, u->quota_bits_per_hour, left > 0 ? left : 0.0, s->peer, retry_ms);
 }
 
 /* A DATA of bytes carrying bits (0 for DRBG output) answered the GET. */
@@ -69,6 +107,7 @@ static void count_data(struct session *s, size_t bytes, uint32_t bits)
 	struct user_totals *t = totals_of(s);
 
 	s->starving_since_usec = 0;
+	s->quota_spent = false;
 	if (s->get.request.drbg) {
 		s->bytes_drbg += bytes;
 		t->bytes_drbg += bytes;
@@ -249,6 +288,7 @@ static void answer_get(struct serve_request *q, const struct sched_decision *d, 
 		count_data(s, m.data.len, m.data.bits);
 		break;
 	case SCHED_QUOTA:
+		count_quota(s, d->retry_ms);
 		session_send_retry(s, EB_MSG_QUOTA, d->retry_ms);
 		break;
 	case SCHED_EMPTY:

@@ -75,6 +75,12 @@ void session_refuse(struct session *s, enum eb_error_code code, const char *text
 {
 	struct eb_msg m = {.type = EB_MSG_ERROR, .error.code = code};
 
+	/* An authenticated peer's refused request; the refusals at a limit or of a peer that did
+	 * not authenticate are counted where they are decided, a reload's or a stop's not at all.
+	 */
+	if (code == EB_ERR_PROTOCOL || code == EB_ERR_VERSION || code == EB_ERR_FORBIDDEN ||
+	    code == EB_ERR_TOO_LARGE)
+		broker_count(s->broker, EB_COUNTER_REFUSED_REQUEST);
 	snprintf(m.error.text, sizeof(m.error.text), "%s", text);
 	(void)session_send(s, &m);
 	/* A GET waiting in the queue goes unanswered: the ERROR is the last word. */
@@ -239,6 +245,18 @@ static int session_add_events(struct session *s)
 	return 0;
 }
 
+/* registry_admit()'s names of its limits, as the admin's counters count them. */
+static enum eb_counter limit_counter(const char *limit)
+{
+	if (strcmp(limit, "max-local-sessions") == 0)
+		return EB_COUNTER_LIMIT_MAX_LOCAL_SESSIONS;
+	if (strcmp(limit, "max-handshakes-per-address") == 0)
+		return EB_COUNTER_LIMIT_MAX_HANDSHAKES_PER_ADDRESS;
+	if (strcmp(limit, "max-handshakes") == 0)
+		return EB_COUNTER_LIMIT_MAX_HANDSHAKES;
+	return EB_COUNTER_LIMIT_MAX_SESSIONS;
+}
+
 /* A peer refused at accept: a local one is told, in the protocol it speaks from the first byte,
  * and lingers among the closing; a network one sees its connection closed before the handshake
  * (nothing we could say there is authenticated, and a handshake is what the limit saves). */
@@ -246,11 +264,13 @@ static void refuse_at_accept(struct session *s, const char *limit)
 {
 	struct broker *b = s->broker;
 
-	if (b->stopping)
+	if (b->stopping) {
 		log_debug("Refusing %s: the broker is stopping", s->peer);
-	else
+	} else {
+		broker_count(b, limit_counter(limit));
 		log_peer_refused(b, PEER_LOG_LIMIT, LOG_WARNING, "Refusing %s: %s reached", s->peer,
 		                 limit);
+	}
 	if (!s->reg.local) {
 		session_free(s);
 		return;
@@ -396,6 +416,7 @@ static int on_frame_timer(sd_event_source *src, uint64_t usec, void *userdata)
 	struct session *s = userdata;
 
 	(void)src, (void)usec;
+	broker_count(s->broker, EB_COUNTER_REFUSED_REQUEST);
 	log_peer(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
 	         "Closing %s (user %s): a frame begun %u s ago is still incomplete", s->peer,
 	         session_user_name(s), s->broker->conf->frame_timeout_s);

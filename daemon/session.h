@@ -70,6 +70,8 @@ struct session {
 	struct serve_request get;
 
 	uint64_t empty_answers; /* GETs answered EMPTY */
+	uint64_t quota_answers; /* GETs answered QUOTA */
+	bool quota_spent;       /* the latest of those answers was QUOTA */
 	uint64_t
 	    starving_since_usec;    /* the first GET answered EMPTY since the last DATA; 0: none */
 	bool asleep;                /* SLEEP sent, WAKE not yet */

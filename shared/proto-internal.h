@@ -197,3 +197,6 @@ void eb_report_msg_encode(struct writer *w, const struct eb_msg *m);
 /* report-history.c: one row of the history table (report.h). */
 struct eb_report_history_row;
 int eb_report_history_take(struct cursor *c, struct eb_report_history_row *ret);
+/* report-counters.c: one row of the counters table. */
+struct eb_report_counter;
+int eb_report_counter_take(struct cursor *c, struct eb_report_counter *ret);

@@ -20,11 +20,13 @@
  *   session row u64 id, u8 roles, u8 health, u8 flags, u8 reserved, u32 claim_mbits_per_byte,
  *               u32 connected_s, u32 last_ms, u32 waiting_ms, u64 bytes_in, u64 bits_in,
  *               u64 bits_out, u64 bytes_drbg, u64 quota_left_bits, text user, text kind,
- *               text peer; version 1: then u64 empty_answers, u32 starving_ms
+ *               text peer; version 1: then u64 empty_answers, u32 starving_ms; version 2:
+ *               then u64 quota_answers
  *   user row    u64 id, u8 roles, u8 flags, u16 reserved, u32 sessions, u32 sources, u32 sinks,
  *               u64 bytes_in, u64 bits_in, u64 bits_out, u64 bytes_drbg,
  *               u64 quota_bits_per_hour, u64 quota_left_bits, text name; version 1: then
- *               u64 empty_answers
+ *               u64 empty_answers; version 2: then u64 quota_answers, u32 max_sessions
+ *   counter row u64 id, u64 value (report-counters.c)
  *
  * Version 0 was the first layout (the bytes were reserved, 0): a client that asks for it reads
  * what it always read. Version 1's fields go after the texts, so that its rows begin as
@@ -36,17 +38,21 @@
 #define USER_ROW_FIXED      72
 #define SESSION_ROW_V1      12
 #define USER_ROW_V1         8
+#define SESSION_ROW_V2      8
+#define USER_ROW_V2         12
 #define REPORT_ROWS_LEN_MAX (EB_FRAME_PAYLOAD_MAX - REPORT_FIXED_SIZE)
 
 _Static_assert(REPORT_FIXED_SIZE + EB_REPORT_ROWS_SIZE <= EB_FRAME_PAYLOAD_MAX,
                "a full page of the largest rows fits one frame");
 _Static_assert(EB_REPORT_USER_ROW_MAX <= EB_REPORT_SESSION_ROW_MAX, "sessions are the widest");
 
-/* The history table came with version 1 and has that layout alone. */
+/* The history table came with version 1 and has that layout in every later one; the counters
+ * table came with version 2. */
 static bool table_valid(unsigned t, unsigned version)
 {
 	return t > 0 && t < _EB_REPORT_TABLE_MAX && version <= EB_REPORT_VERSION &&
-	       (t != EB_REPORT_HISTORY || version == 1);
+	       (t != EB_REPORT_HISTORY || version >= 1) &&
+	       (t != EB_REPORT_COUNTERS || version >= 2);
 }
 
 /* No more bits credited than 8 per byte taken: what every PUT obeys, summed. */
@@ -78,7 +84,10 @@ static int session_validate(const struct eb_report_session *r, uint8_t version, 
 
 	if (version > EB_REPORT_VERSION ||
 	    (version == 0 && (r->empty_answers != 0 || r->starving_ms != 0)) ||
-	    (!(r->roles & EB_ROLE_SINK) && (r->empty_answers != 0 || r->starving_ms != 0)))
+	    (version < 2 && (r->quota_answers != 0 || (r->flags & EB_REPORT_QUOTA_SPENT))) ||
+	    (!(r->roles & EB_ROLE_SINK) &&
+	     (r->empty_answers != 0 || r->starving_ms != 0 || r->quota_answers != 0)) ||
+	    ((r->flags & EB_REPORT_QUOTA_SPENT) && r->starving_ms == 0))
 		return -EINVAL;
 	if (r->id == 0 || !roles_valid(r->roles) || r->health < 0 ||
 	    r->health >= _EB_SOURCE_HEALTH_MAX || (r->health == EB_SOURCE_NONE) == source ||
@@ -95,7 +104,8 @@ static int session_validate(const struct eb_report_session *r, uint8_t version, 
 	    text_size(r->kind, 0, EB_KIND_MAX, &kind) < 0 ||
 	    text_size(r->peer, 1, EB_PEER_MAX, &peer) < 0)
 		return -EINVAL;
-	*ret_size = SESSION_ROW_FIXED + user + kind + peer + (version >= 1 ? SESSION_ROW_V1 : 0);
+	*ret_size = SESSION_ROW_FIXED + user + kind + peer + (version >= 1 ? SESSION_ROW_V1 : 0) +
+	            (version >= 2 ? SESSION_ROW_V2 : 0);
 	return 0;
 }
 
@@ -103,7 +113,8 @@ static int user_validate(const struct eb_report_user *r, uint8_t version, size_t
 {
 	size_t name;
 
-	if (version > EB_REPORT_VERSION || (version == 0 && r->empty_answers != 0))
+	if (version > EB_REPORT_VERSION || (version == 0 && r->empty_answers != 0) ||
+	    (version < 2 && (r->quota_answers != 0 || r->max_sessions != 0)))
 		return -EINVAL;
 	/* A bucket holds at most an hour's worth. */
 	if (r->id == 0 || !roles_valid(r->roles) || (r->flags & ~EB_REPORT_USER_QUOTA) != 0 ||
@@ -115,7 +126,8 @@ static int user_validate(const struct eb_report_user *r, uint8_t version, size_t
 		return -EINVAL;
 	if (text_size(r->name, 1, EB_KIND_MAX, &name) < 0)
 		return -EINVAL;
-	*ret_size = USER_ROW_FIXED + name + (version >= 1 ? USER_ROW_V1 : 0);
+	*ret_size = USER_ROW_FIXED + name + (version >= 1 ? USER_ROW_V1 : 0) +
+	            (version >= 2 ? USER_ROW_V2 : 0);
 	return 0;
 }
 
@@ -156,6 +168,8 @@ int eb_report_session_encode_version(const struct eb_report_session *row, uint8_
 		put_be64(&w, row->empty_answers);
 		put_be32(&w, row->starving_ms);
 	}
+	if (version >= 2)
+		put_be64(&w, row->quota_answers);
 	assert(w.left == 0);
 	return (int)n;
 }
@@ -197,6 +211,10 @@ int eb_report_user_encode_version(const struct eb_report_user *row, uint8_t vers
 	put_text(&w, row->name);
 	if (version >= 1)
 		put_be64(&w, row->empty_answers);
+	if (version >= 2) {
+		put_be64(&w, row->quota_answers);
+		put_be32(&w, row->max_sessions);
+	}
 	assert(w.left == 0);
 	return (int)n;
 }
@@ -250,6 +268,8 @@ static int session_take(struct cursor *c, uint8_t version, struct eb_report_sess
 		r = take_be64(c, &row.empty_answers);
 	if (r >= 0 && version >= 1)
 		r = take_be32(c, &row.starving_ms);
+	if (r >= 0 && version >= 2)
+		r = take_be64(c, &row.quota_answers);
 	if (r < 0)
 		return r;
 	/* Range-checked below; a u8 always fits the enum. */
@@ -295,6 +315,10 @@ static int user_take(struct cursor *c, uint8_t version, struct eb_report_user *r
 		r = take_text(c, EB_KIND_MAX, row.name);
 	if (r >= 0 && version >= 1)
 		r = take_be64(c, &row.empty_answers);
+	if (r >= 0 && version >= 2)
+		r = take_be64(c, &row.quota_answers);
+	if (r >= 0 && version >= 2)
+		r = take_be32(c, &row.max_sessions);
 	if (r < 0)
 		return r;
 	if (user_validate(&row, version, &n) < 0)
@@ -325,6 +349,11 @@ static int rows_valid(const struct eb_msg_report *m)
 
 			r = eb_report_history_take(&c, &row);
 			id = r < 0 ? 0 : eb_report_history_id(&row);
+		} else if (m->table == EB_REPORT_COUNTERS) {
+			struct eb_report_counter row;
+
+			r = eb_report_counter_take(&c, &row);
+			id = r < 0 ? 0 : row.id;
 		} else {
 			struct eb_report_user row;
 
@@ -484,6 +513,7 @@ static const char *const table_names[_EB_REPORT_TABLE_MAX] = {
     [EB_REPORT_SESSIONS] = "sessions",
     [EB_REPORT_USERS] = "users",
     [EB_REPORT_HISTORY] = "history",
+    [EB_REPORT_COUNTERS] = "counters",
 };
 
 const char *eb_report_table_to_string(enum eb_report_table t)

@@ -13,6 +13,7 @@ enum eb_report_table {
 	EB_REPORT_SESSIONS = 1, /* established sessions: sources, sinks, admins */
 	EB_REPORT_USERS = 2,    /* configured users, connected or not */
 	EB_REPORT_HISTORY = 3,  /* the broker's history: samples and per-source/sink totals */
+	EB_REPORT_COUNTERS = 4, /* version 2: what the broker refused, its sessions and limits */
 	_EB_REPORT_TABLE_MAX,
 	_EB_REPORT_TABLE_INVALID = -EINVAL,
 };
@@ -55,17 +56,20 @@ enum {
 	EB_REPORT_QUOTA = 1 << 2,    /* the user has a quota; quota_left_bits is what it holds */
 	EB_REPORT_TLS = 1 << 3,      /* over TLS (TCP, vsock, unix-tls), else plain unix */
 	EB_REPORT_UPSTREAM = 1 << 4, /* the broker's own draw from its [upstream], a source */
+	/* Version 2, sinks: starving because the latest answer was QUOTA, not EMPTY. */
+	EB_REPORT_QUOTA_SPENT = 1 << 5,
 };
 #define EB_REPORT_SESSION_FLAGS                                                                    \
 	(EB_REPORT_ASLEEP | EB_REPORT_WAITING | EB_REPORT_QUOTA | EB_REPORT_TLS |                  \
-	 EB_REPORT_UPSTREAM)
+	 EB_REPORT_UPSTREAM | EB_REPORT_QUOTA_SPENT)
 /* The upstream's row comes after every session's. */
 #define EB_REPORT_UPSTREAM_ID UINT64_MAX
 
 /* The rows' layouts: version 0 is the first; version 1 adds, after the texts, a session's EMPTY
- * answers and how long it has been starving, and a user's EMPTY answers. A broker answers in the
- * version asked for, so a client that asks for 0 reads what it always read. */
-#define EB_REPORT_VERSION 1
+ * answers and how long it has been starving, and a user's EMPTY answers; version 2 adds their
+ * QUOTA answers, a user's max-sessions and the counters table. A broker answers in the version
+ * asked for, so a client that asks for 0 reads what it always read. */
+#define EB_REPORT_VERSION 2
 
 /* Rows in one REPORT; a table of 10,000 sessions is 79 pages. */
 #define EB_REPORT_ROWS_MAX 128
@@ -87,8 +91,10 @@ struct eb_report_session {
 	uint64_t bytes_drbg;           /* DRBG bytes served */
 	uint64_t quota_left_bits;      /* EB_REPORT_QUOTA: the user's bucket now; else 0 */
 	uint64_t empty_answers;        /* version 1: GETs answered EMPTY */
-	uint32_t starving_ms; /* version 1, sinks: since the first GET not yet followed by DATA,
-	                       * while the latest answer was EMPTY or a GET waits; else 0 */
+	uint32_t starving_ms;   /* version 1, sinks: since the first GET not yet followed by DATA,
+	                         * while the latest answer was EMPTY (version 2: or QUOTA) or a GET
+	                         * waits; else 0 */
+	uint64_t quota_answers; /* version 2: GETs answered QUOTA */
 	char user[EB_KIND_MAX + 1];
 	char kind[EB_KIND_MAX + 1];
 	char peer[EB_PEER_MAX + 1];
@@ -108,12 +114,14 @@ struct eb_report_user {
 	    bytes_drbg; /* since start, closed sessions included */
 	uint64_t quota_bits_per_hour, quota_left_bits;
 	uint64_t empty_answers; /* version 1: its sessions' GETs answered EMPTY, since start */
+	uint64_t quota_answers; /* version 2: answered QUOTA, since start */
+	uint32_t max_sessions;  /* version 2: its max-sessions */
 	char name[EB_KIND_MAX + 1];
 };
 
 /* The most bytes one row takes on the wire. */
-#define EB_REPORT_SESSION_ROW_MAX (68 + 6 + 2 * EB_KIND_MAX + EB_PEER_MAX + 12)
-#define EB_REPORT_USER_ROW_MAX    (72 + 2 + EB_KIND_MAX + 8)
+#define EB_REPORT_SESSION_ROW_MAX (68 + 6 + 2 * EB_KIND_MAX + EB_PEER_MAX + 12 + 8)
+#define EB_REPORT_USER_ROW_MAX    (72 + 2 + EB_KIND_MAX + 8 + 12)
 /* Enough for the rows of any one REPORT. */
 #define EB_REPORT_ROWS_SIZE (EB_REPORT_ROWS_MAX * EB_REPORT_SESSION_ROW_MAX)
 
@@ -138,6 +146,55 @@ void eb_report_rows_init(struct eb_report_rows *it, const struct eb_msg_report *
 /* 1 and the next row in *ret, 0 at the end, -EBADMSG for a row that is not well-formed. */
 int eb_report_next_session(struct eb_report_rows *it, struct eb_report_session *ret);
 int eb_report_next_user(struct eb_report_rows *it, struct eb_report_user *ret);
+
+/*
+ * The counters table (4): what the broker refused since it started, and its sessions against
+ * their limits now. It has one layout, asked for as version 2. A row is a u64 id (enum
+ * eb_counter) and a u64 value, in id order; a client skips an id it does not know, so that a
+ * broker may count more. One page holds them all.
+ */
+enum eb_counter {
+	/* Peers refused at a limit (the configuration's key). */
+	EB_COUNTER_LIMIT_MAX_SESSIONS = 1,
+	EB_COUNTER_LIMIT_MAX_LOCAL_SESSIONS = 2,
+	EB_COUNTER_LIMIT_MAX_HANDSHAKES = 3,
+	EB_COUNTER_LIMIT_MAX_HANDSHAKES_PER_ADDRESS = 4,
+	EB_COUNTER_LIMIT_USER_MAX_SESSIONS = 5, /* a [user]'s max-sessions */
+	/* Peers that did not authenticate. */
+	EB_COUNTER_AUTH_UNKNOWN_USER = 6,  /* a TLS identity no [user] has */
+	EB_COUNTER_AUTH_WRONG_KEY = 7,     /* a known user, the wrong key */
+	EB_COUNTER_AUTH_UNMAPPED_PEER = 8, /* a local peer no [user] maps by uid or gid */
+	EB_COUNTER_AUTH_OTHER = 9,         /* unreadable credentials, a key replaced meanwhile */
+	EB_COUNTER_TLS_FAILED = 10,        /* any other failed TLS handshake (not a close) */
+	/* PROXY protocol headers. */
+	EB_COUNTER_PROXY_BAD_HEADER = 11,  /* from a balancer: malformed, late, cut short */
+	EB_COUNTER_PROXY_NOT_ALLOWED = 12, /* from an address not in proxy-protocol-from */
+	/* Authenticated peers refused or closed: a malformed frame, a forbidden request. */
+	EB_COUNTER_REFUSED_REQUEST = 13,
+	/* Gauges, now: sessions (handshakes included) and their limits. */
+	EB_COUNTER_NETWORK_SESSIONS = 32,
+	EB_COUNTER_LOCAL_SESSIONS = 33,
+	EB_COUNTER_HANDSHAKES = 34,
+	EB_COUNTER_MAX_SESSIONS = 35,
+	EB_COUNTER_MAX_LOCAL_SESSIONS = 36,
+	EB_COUNTER_MAX_HANDSHAKES = 37,
+	_EB_COUNTER_MAX,
+	_EB_COUNTER_INVALID = -EINVAL,
+};
+
+struct eb_report_counter {
+	uint64_t id; /* enum eb_counter, or one this client does not know */
+	uint64_t value;
+};
+
+#define EB_REPORT_COUNTER_ROW 16
+
+/* Appends a row to buf: its bytes, -ENOBUFS, or -EINVAL for id 0. */
+int eb_report_counter_encode(const struct eb_report_counter *row, uint8_t *buf, size_t size);
+/* 1 and the next row in *ret, 0 at the end, -EBADMSG for a row that is not well-formed. */
+int eb_report_next_counter(struct eb_report_rows *it, struct eb_report_counter *ret);
+/* The counter's name ("limit-max-sessions"), or NULL for an id this client does not know. */
+const char *eb_counter_to_string(enum eb_counter c);
 
 const char *eb_report_table_to_string(enum eb_report_table t);
 const char *eb_source_health_to_string(enum eb_source_health h);

@@ -269,9 +269,28 @@ static void test_versions(void **state)
 	assert_int_equal(eb_report_next_session(&it, &back), 1);
 	assert_true(back.empty_answers == 5 && back.starving_ms == 1234);
 	assert_int_equal(eb_report_next_session(&it, &back), 0);
-	/* Version 0 has no room for them; a source-only session never starves; no version 2. */
+	/* Version 0 has no room for them; a source-only session never starves; no version 3. */
 	assert_int_equal(eb_report_session_encode_version(&s, 0, v0, sizeof(v0)), -EINVAL);
+	assert_int_equal(eb_report_session_encode_version(&s, 3, v0, sizeof(v0)), -EINVAL);
+	/* Version 2: QUOTA answers after version 1's fields, and a wait's reason among the flags,
+	 * which versions before it have no room for. */
+	s.quota_answers = 7;
+	s.flags |= EB_REPORT_QUOTA_SPENT;
+	assert_int_equal(eb_report_session_encode_version(&s, 1, v0, sizeof(v0)), -EINVAL);
+	n1 = eb_report_session_encode_version(&s, 2, v1, sizeof(v1));
+	assert_int_equal(n1, n0 + 20);
+	assert_memory_equal(v1 + n0 + 12, "\0\0\0\0\0\0\0\x07", 8);
+	m.version = 2;
+	m.rows_len = (uint32_t)n1;
+	eb_report_rows_init(&it, &m);
+	assert_int_equal(eb_report_next_session(&it, &back), 1);
+	assert_true(back.quota_answers == 7 && (back.flags & EB_REPORT_QUOTA_SPENT));
+	/* Spent quota names why a sink starves: a sink that does not starve has no reason. */
+	s.starving_ms = 0;
 	assert_int_equal(eb_report_session_encode_version(&s, 2, v0, sizeof(v0)), -EINVAL);
+	s.starving_ms = 1234;
+	s.flags &= (uint8_t)~EB_REPORT_QUOTA_SPENT;
+	s.quota_answers = 0;
 	s.roles = EB_ROLE_SOURCE;
 	s.flags &= (uint8_t)~EB_REPORT_WAITING;
 	s.waiting_ms = 0;
@@ -293,6 +312,65 @@ static void test_versions(void **state)
 	assert_int_equal(eb_report_next_user(&it, &uback), 1);
 	assert_int_equal(eb_report_next_user(&it, &uback), -EBADMSG);
 	assert_int_equal(eb_report_user_encode(&u, v1, sizeof(v1)), -EINVAL);
+	/* Version 2: the user's QUOTA answers and max-sessions. */
+	u.quota_answers = 9;
+	u.max_sessions = 128;
+	assert_int_equal(eb_report_user_encode_version(&u, 1, v1, sizeof(v1)), -EINVAL);
+	n0 = eb_report_user_encode_version(&u, 2, v1, sizeof(v1));
+	assert_int_equal(n0, n1 + 12);
+	m.version = 2;
+	m.rows_len = (uint32_t)n0;
+	eb_report_rows_init(&it, &m);
+	assert_int_equal(eb_report_next_user(&it, &uback), 1);
+	assert_true(uback.quota_answers == 9 && uback.max_sessions == 128);
+}
+
+/* The counters table: version 2 alone, rows of id and value in id order, an unknown id read as
+ * a row (a newer broker counts more), id 0 refused. */
+static void test_counters(void **state)
+{
+	uint8_t rows[3 * EB_REPORT_COUNTER_ROW], frame[EB_FRAME_MAX];
+	struct eb_report_counter c[3] = {
+	    {EB_COUNTER_LIMIT_MAX_SESSIONS, 4}, {EB_COUNTER_AUTH_WRONG_KEY, 2}, {1000, 1}};
+	struct eb_msg m = {.type = EB_MSG_REPORT,
+	                   .report = {.table = EB_REPORT_COUNTERS, .version = 2, .count = 3}};
+	struct eb_msg back;
+	struct eb_frame f;
+	struct eb_report_rows it;
+	struct eb_report_counter row;
+	size_t used = 0, size;
+	int n;
+
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		n = eb_report_counter_encode(&c[i], rows + used, sizeof(rows) - used);
+		assert_int_equal(n, EB_REPORT_COUNTER_ROW);
+		used += (size_t)n;
+	}
+	assert_memory_equal(rows, "\0\0\0\0\0\0\0\x01\0\0\0\0\0\0\0\x04", 16);
+	m.report.rows = rows;
+	m.report.rows_len = (uint32_t)used;
+	n = eb_msg_encode(&m, frame, sizeof(frame));
+	assert_true(n > 0);
+	assert_int_equal(eb_frame_parse(frame, (size_t)n, &f, &size), 0);
+	assert_int_equal(eb_msg_decode(&f, &back), 0);
+	eb_report_rows_init(&it, &back.report);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(eb_report_next_counter(&it, &row), 1);
+		assert_true(row.id == c[i].id && row.value == c[i].value);
+	}
+	assert_int_equal(eb_report_next_counter(&it, &row), 0);
+	assert_string_equal(eb_counter_to_string(EB_COUNTER_AUTH_WRONG_KEY), "auth-wrong-key");
+	assert_null(eb_counter_to_string(14));
+	/* Out of order, and a table older than version 2. */
+	memcpy(rows, rows + 16, 16);
+	assert_int_equal(eb_msg_encode(&m, frame, sizeof(frame)), -EINVAL);
+	m.report.rows_len = 0;
+	m.report.count = 0;
+	m.report.version = 1;
+	assert_int_equal(eb_msg_encode(&m, frame, sizeof(frame)), -EINVAL);
+	c[0].id = 0;
+	assert_int_equal(eb_report_counter_encode(&c[0], rows, sizeof(rows)), -EINVAL);
 }
 
 static void test_health(void **state)
@@ -337,7 +415,7 @@ int main(void)
 	    cmocka_unit_test(test_golden),     cmocka_unit_test(test_session_rules),
 	    cmocka_unit_test(test_user_rules), cmocka_unit_test(test_pages),
 	    cmocka_unit_test(test_health),     cmocka_unit_test(test_strings),
-	    cmocka_unit_test(test_versions),
+	    cmocka_unit_test(test_versions),   cmocka_unit_test(test_counters),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -62,6 +62,24 @@ static int fetch(struct eb_client *c, uint8_t table, void **ret, size_t *ret_n)
 	return 0;
 }
 
+/* The counters table: one page; ids this program does not know are skipped. */
+static int fetch_counters(struct eb_client *c, struct view *v)
+{
+	struct eb_msg_report page;
+	struct eb_report_rows it;
+	struct eb_report_counter row;
+	int r;
+
+	r = eb_client_report(c, EB_REPORT_COUNTERS, 0, &page);
+	if (r < 0)
+		return r;
+	eb_report_rows_init(&it, &page);
+	while ((r = eb_report_next_counter(&it, &row)) > 0)
+		if (row.id < _EB_COUNTER_MAX)
+			v->counters[row.id] = row.value;
+	return r;
+}
+
 /* One window of the broker's history as the page's series. */
 static int series_from(struct view_series *out, const struct eb_history_sample *in, size_t n,
                        size_t slots, uint64_t read_at_ms)
@@ -125,6 +143,8 @@ int view_load(struct view *v, struct eb_client *c, bool with_history)
 		r = fetch(c, EB_REPORT_SESSIONS, (void **)&v->sessions, &v->n_sessions);
 	if (r >= 0)
 		r = fetch(c, EB_REPORT_USERS, (void **)&v->users, &v->n_users);
+	if (r >= 0)
+		r = fetch_counters(c, v);
 	if (r >= 0 && with_history)
 		r = fetch_history(c, v);
 	return r;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* What eb-metrics reads from the broker for one answer: the status, the sessions and users
- * tables, and the pool's history, over the admin protocol. */
+/* What eb-metrics reads from the broker for one answer: the status, the sessions, users and
+ * counters tables, and the pool's history, over the admin protocol. */
 #pragma once
 
 #include <errno.h>
@@ -45,6 +45,8 @@ struct view {
 	size_t n_sessions;
 	struct eb_report_user *users;
 	size_t n_users;
+	/* The counters table, by id; 0 for one the broker did not send. */
+	uint64_t counters[_EB_COUNTER_MAX];
 	/* Empty (n == 0) from a broker that keeps no history. */
 	struct view_series history[_VIEW_WINDOW_MAX];
 	uint64_t broker_id;

@@ -497,12 +497,13 @@ def test():
                               if v == 1]) == 3, 60)
         levels = settled(lambda: sum(br.status()["pool_bits"] for br in (site, a, b)),
                          "the three pools")
-        total = wait_for("the recording rule fleet:eb_pool_bits:sum",
-                         lambda: [v for _, v in prometheus_query(pport, "fleet:eb_pool_bits:sum")
-                                  if v == levels], 60,
-                         detail=lambda: f"{prometheus_query(pport, 'fleet:eb_pool_bits:sum')}")
-        print(f"# prometheus: fleet:eb_pool_bits:sum {total[0]:.0f}")
-        check(total[0] == levels, f"Prometheus' fleet pool is the three brokers' levels: {levels}")
+        total = wait_for("the recording rule fleet:eb_pool_bytes:sum",
+                         lambda: [v for _, v in prometheus_query(pport, "fleet:eb_pool_bytes:sum")
+                                  if v == levels / 8], 60,
+                         detail=lambda: f"{prometheus_query(pport, 'fleet:eb_pool_bytes:sum')}")
+        print(f"# prometheus: fleet:eb_pool_bytes:sum {total[0]:.0f}")
+        check(total[0] == levels / 8,
+              f"Prometheus' fleet pool is the three brokers' levels: {levels} bits / 8")
         waiting = prometheus_query(pport, "fleet:eb_sinks_waiting:edges")
         check(waiting and waiting[0][1] == 0, f"no guest waits at an edge: {waiting}")
 

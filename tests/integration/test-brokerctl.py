@@ -271,10 +271,18 @@ draw-bits = 16384
                 with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
                     s.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
                     text = b"".join(iter(lambda: s.recv(65536), b"")).decode()
-                up = re.search(r"^eb_upstream_bits_in_total (\d+)$", text, re.M)
-                check(up is not None and int(up.group(1)) >= mine["bits_credited"]
+                up = re.search(r"^eb_upstream_entropy_in_bytes_total ([\d.]+)$", text, re.M)
+                check(up is not None and float(up.group(1)) * 8 >= mine["bits_credited"]
                       and "\neb_upstream_failing 0\n" in text,
-                      f"eb-metrics: eb_upstream_bits_in_total {up and up.group(1)}, not failing")
+                      f"eb-metrics: eb_upstream_entropy_in_bytes_total {up and up.group(1)}, "
+                      f"not failing")
+                # The upstream is not a source session: the health counts add up to eb_sources.
+                sources = re.search(r"^eb_sources (\d+)$", text, re.M)
+                by_health = re.findall(r"^eb_sources_by_health\{[^}]*\} (\d+)$", text, re.M)
+                check(sources is not None and len(by_health) == 5
+                      and sum(map(int, by_health)) == int(sources.group(1)),
+                      f"eb_sources {sources and sources.group(1)} is the sum of "
+                      f"eb_sources_by_health {by_health}")
             finally:
                 exporter.terminate()
                 exporter.wait(10)

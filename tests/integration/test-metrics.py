@@ -12,7 +12,8 @@ import subprocess
 import time
 
 from eblib import (SKIP, Broker, Failure, check, donate, main, need, prog, prometheus_query,
-                   prometheus_start, reserve_port, run, stop_process, tcp_listening, wait_for)
+                   prometheus_start, reserve_port, run, stop_process, tcp_listening, wait_for,
+                   write_key)
 
 
 def http(port, request, timeout=20):
@@ -68,21 +69,54 @@ def test():
         status, head, body = http(mport, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
         m = metrics(body)
         check(status == 200 and "text/plain; version=0.0.4" in head and m.get("eb_broker_up") == 1
-              and m.get("eb_pool_capacity_bits") == 1048576 and 'eb_user_sessions{user="scraper"}' in m,
-              f"GET /metrics: the broker's figures ({len(m)} samples)")
-        # Prometheus' own parser and linter: the format is right, and the one lint it has is the
-        # unit, bits where it would like bytes, which is what entropy is counted in.
+              and m.get("eb_pool_capacity_bytes") == 1048576 / 8
+              and 'eb_user_sessions{user="scraper"}' in m
+              and m.get(f'eb_build_info{{version="{os.environ.get("EB_VERSION", "")}"}}') == 1,
+              f"GET /metrics: the broker's figures and its build ({len(m)} samples)")
+        # Prometheus' own parser and linter, on an answer with every family: no lint at all.
         p = run(["promtool", "check", "metrics"], input=body.encode())
-        lint = [l for l in p.stderr.decode().splitlines() if l.strip()]
-        check(p.returncode in (0, 3) and lint and
-              all(re.fullmatch(r'\s*eb_\w+ use base unit "bytes" instead of "bits"', l) for l in lint),
-              f"promtool check metrics parses it; its only lint is the unit (exit {p.returncode}: {lint})")
+        lint = (p.stdout + p.stderr).decode().strip()
+        check(p.returncode == 0 and not lint,
+              f"promtool check metrics: exit {p.returncode}, {lint or 'no lint'}")
+        # The sessions against their limits, and refusals counted by reason: a wrong key, an
+        # unknown user and a PROXY header from an address not in proxy-protocol-from.
+        check(m.get('eb_sessions_max{transport="network"}') == 1024
+              and m.get('eb_sessions_max{transport="local"}') == 256
+              and m.get('eb_sessions{transport="local"}') == 1 and m.get("eb_handshakes_max") == 64
+              and m.get('eb_user_max_sessions{user="alice"}') == 128,
+              "sessions against their limits: eb_sessions, eb_sessions_max, eb_handshakes_max, "
+              "eb_user_max_sessions")
+        check(all(v == 0 for k, v in m.items() if k.startswith(("eb_refusals_total",
+                                                                "eb_authentication_failures")))
+              and len([k for k in m if k.startswith("eb_refusals_total{")]) == 5,
+              "no refusal counted at first, five reasons")
+        wrong = os.path.join(b.tmp, "wrong.key")
+        write_key(wrong)
+        p = run([prog("eb-sink-file"), "-b", b.tcp, "-u", "alice", "-k", wrong, "--bytes", "8"])
+        check(p.returncode != 0, "a client with the wrong key is refused")
+        p = run([prog("eb-sink-file"), "-b", b.tcp, "-u", "nobody", "-k", wrong, "--bytes", "8"])
+        check(p.returncode != 0, "a client with an unknown user is refused")
+        with socket.create_connection(("127.0.0.1", b.port), timeout=20) as s:
+            s.sendall(b"PROXY TCP4 192.0.2.1 192.0.2.2 40000 55225\r\n")
+            s.recv(1)
+        m = wait_for("the refusals counted", lambda: (lambda x: x if x.get(
+            'eb_proxy_header_errors_total{reason="not-allowed"}') == 1 else None)(
+            metrics(http(mport, b"GET /metrics HTTP/1.1\r\n\r\n")[2])), 20)
+        refused = {k: v for k, v in m.items() if k.startswith(("eb_refusals_total",
+                                                               "eb_authentication_failures"))}
+        print(f"# refusals: {refused}")
+        check(m.get('eb_authentication_failures_total{reason="wrong-key"}') == 1
+              and m.get('eb_authentication_failures_total{reason="unknown-user"}') == 1
+              and m.get('eb_refusals_total{reason="authentication"}') == 2
+              and m.get('eb_refusals_total{reason="proxy-header"}') == 1
+              and m.get('eb_refusals_total{reason="limit"}') == 0,
+              "a wrong key, an unknown user and a PROXY header counted by reason")
         # OpenMetrics for a client that asks for it, as Prometheus does first.
         status, head, om = http(mport, b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: "
                                 b"application/openmetrics-text;version=1.0.0,text/plain;q=0.5\r\n\r\n")
         check(status == 200 and "application/openmetrics-text; version=1.0.0" in head
-              and om.endswith("\n# EOF\n") and "\n# TYPE eb_bits_in counter\n" in om
-              and "\neb_bits_in_total " in om and "# TYPE eb_pool_bits gauge" in om
+              and om.endswith("\n# EOF\n") and "\n# TYPE eb_entropy_in_bytes counter\n" in om
+              and "\neb_entropy_in_bytes_total " in om and "# TYPE eb_pool_bytes gauge" in om
               and {k: v for k, v in metrics(om).items() if k != "eb_uptime_seconds"} ==
               {k: v for k, v in m.items() if k != "eb_uptime_seconds"},
               "OpenMetrics when asked: counters' families without _total, # EOF, the same samples")
@@ -135,8 +169,8 @@ def test():
         prom = prometheus_start(conf, b.tmp, pport)
         up = wait_for("a scrape", lambda: prometheus_query(pport, "eb_broker_up"), 60)
         check(up[0][0].get("job") == "eb" and up[0][1] == 1, f"prometheus scraped eb-metrics: {up}")
-        before = prometheus_query(pport, "eb_pool_bits")[0][1]
-        check(before == 0, f"prometheus sees the empty pool: eb_pool_bits {before}")
+        before = prometheus_query(pport, "eb_pool_bytes")[0][1]
+        check(before == 0, f"prometheus sees the empty pool: eb_pool_bytes {before}")
 
         data = os.path.join(b.tmp, "data")
         with open(data, "wb") as f:
@@ -145,18 +179,19 @@ def test():
         check(p.returncode == 0, "a source donates 64 KiB")
         level = b.status()["pool_bits"]
         risen = wait_for("prometheus to see the pool rise",
-                         lambda: [v for _, v in prometheus_query(pport, "eb_pool_bits") if v > before], 60)
-        check(risen[0] == level, f"prometheus: eb_pool_bits rose from {before:.0f} to {risen[0]:.0f}, "
+                         lambda: [v for _, v in prometheus_query(pport, "eb_pool_bytes") if v > before], 60)
+        check(risen[0] == level / 8, f"prometheus: eb_pool_bytes rose from {before:.0f} to {risen[0]:.0f}, "
               f"as eb-brokerctl says ({level})")
-        rng = prometheus_query(pport, "max_over_time(eb_pool_bits[5m]) - min_over_time(eb_pool_bits[5m])")
-        check(rng and rng[0][1] == level, f"the series holds both levels: range {rng}")
+        rng = prometheus_query(pport, "max_over_time(eb_pool_bytes[5m]) - min_over_time(eb_pool_bytes[5m])")
+        check(rng and rng[0][1] == level / 8, f"the series holds both levels: range {rng}")
         users = {u["name"]: u for u in json.loads(run([prog("eb-brokerctl"), "-b", b.tcp, "-u", "admin", "-k",
                                                         b.keys["admin"], "users", "--json"],
                                                        check=True).stdout)["users"]}
         got = wait_for("alice's bits in prometheus",
-                       lambda: prometheus_query(pport, 'eb_user_bits_in_total{user="alice"} > 0'), 30)
-        check(got[0][1] == users["alice"]["bits_in"],
-              f"eb_user_bits_in_total{{user=\"alice\"}} {got[0][1]:.0f} is eb-brokerctl's {users['alice']['bits_in']}")
+                       lambda: prometheus_query(pport, 'eb_user_entropy_in_bytes_total{user="alice"} > 0'), 30)
+        check(got[0][1] == users["alice"]["bits_in"] / 8,
+              f"eb_user_entropy_in_bytes_total{{user=\"alice\"}} {got[0][1]} is eb-brokerctl's "
+              f"{users['alice']['bits_in']} bits / 8")
         health = prometheus_query(pport, "eb_sources_by_health")
         check(len(health) == 5 and {s[0]["health"] for s in health} ==
               {"new", "ok", "no-claim", "stuck", "silent"}, "one series per health state")

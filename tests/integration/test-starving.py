@@ -14,6 +14,9 @@ import subprocess
 from eblib import (Broker, check, donate, main, need, prog, reserve_port, run, tcp_listening,
                    wait_for)
 
+WAIT_EMPTY = 'eb_sinks_waiting{reason="empty"}'
+WAIT_QUOTA = 'eb_sinks_waiting{reason="quota"}'
+
 
 def get(port):
     import socket
@@ -63,9 +66,10 @@ def test():
                                     stderr=open(os.path.join(b.tmp, "metrics.log"), "wb"))
         wait_for("eb-metrics' socket", lambda: tcp_listening(mport), 10)
         m = get(mport)
-        check(m.get("eb_sinks_waiting") == 0 and m.get("eb_empty_answers_total") == 0,
+        check(m.get(WAIT_EMPTY) == 0 and m.get(WAIT_QUOTA) == 0
+              and m.get("eb_empty_answers_total") == 0,
               f"nobody waits and nothing was answered EMPTY at first "
-              f"({m.get('eb_sinks_waiting')}, {m.get('eb_empty_answers_total')})")
+              f"({m.get(WAIT_EMPTY)}, {m.get('eb_empty_answers_total')})")
 
         # The pool is empty and no source is connected: the sink is told EMPTY, retry in 5 s.
         sink = subprocess.Popen([prog("eb-sink-file"), "-b", b.tcp, "-u", "vm", "-k",
@@ -91,9 +95,10 @@ def test():
               f"`eb-brokerctl users` counts the EMPTY answers per user ({users['vm']})")
         m = get(mport)
         vm = m.get('eb_user_empty_answers_total{user="vm"}')
-        print(f"# metrics: eb_sinks_waiting {m.get('eb_sinks_waiting')}, "
+        print(f"# metrics: {WAIT_EMPTY} {m.get(WAIT_EMPTY)}, "
               f"eb_empty_answers_total {m.get('eb_empty_answers_total')}, vm {vm}")
-        check(m.get("eb_sinks_waiting") == 1, "eb_sinks_waiting counts the starving sink")
+        check(m.get(WAIT_EMPTY) == 1 and m.get(WAIT_QUOTA) == 0,
+              "eb_sinks_waiting counts the starving sink, its reason the empty pool")
         check(m.get("eb_empty_answers_total", 0) >= 1 and
               m.get('eb_user_empty_answers_total{user="vm"}', 0) >= 1,
               "eb_empty_answers_total and eb_user_empty_answers_total count its EMPTY answers")
@@ -108,7 +113,7 @@ def test():
         check(sink.returncode == 0 and len(out) == 32,
               f"the sink is served after its retry ({err.decode().strip()[-200:]})")
         m = wait_for("eb_sinks_waiting falls to 0", lambda: (lambda x: x if x.get(
-            "eb_sinks_waiting") == 0 else None)(get(mport)))
+            WAIT_EMPTY) == 0 else None)(get(mport)))
         check(m.get('eb_user_empty_answers_total{user="vm"}', 0) >= 1,
               "the user's EMPTY answers outlive its session")
     finally:

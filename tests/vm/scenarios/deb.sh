@@ -208,12 +208,12 @@ guest 'systemctl is-active eb-metrics.socket' >/dev/null || fail "eb-metrics.soc
 scrape="exec 3<>/dev/tcp/${metrics_host%:*}/${metrics_host#*:}; printf 'GET $metrics_path HTTP/1.0\r\nHost: $metrics_host\r\n\r\n' >&3; cat <&3"
 out=$(vm_exec -t 60 "$scrape") || fail "GET $metrics_url failed: $out"
 grep -m1 '^HTTP/' <<<"$out"
-grep -E '^eb_(broker_up|pool_bits|pool_capacity_bits) ' <<<"$out" || true
+grep -E '^eb_(broker_up|pool_bytes|pool_capacity_bytes) ' <<<"$out" || true
 grep -qE '^HTTP/1\.[01] 200' <<<"$out" || fail "GET $metrics_url did not answer 200: $(head -n 3 <<<"$out")"
 grep -qx 'eb_broker_up 1' <<<"$out" || fail "the metrics do not say eb_broker_up 1"
-bits=$(sed -n 's/^eb_pool_bits \([0-9]*\).*/\1/p' <<<"$out")
-[[ -n $bits && $bits -gt 0 ]] || fail "eb_pool_bits is '${bits}', not above 0 with the hwrng donating"
-report "metrics: $metrics_cmd; GET $metrics_url: eb_broker_up 1, eb_pool_bits $bits"
+bytes=$(sed -n 's/^eb_pool_bytes \([0-9]*\).*/\1/p' <<<"$out")
+[[ -n $bytes && $bytes -gt 0 ]] || fail "eb_pool_bytes is '${bytes}', not above 0 with the hwrng donating"
+report "metrics: $metrics_cmd; GET $metrics_url: eb_broker_up 1, eb_pool_bytes $bytes"
 
 step "no file was edited"
 guest 'find /etc/entropy-broker -type f | grep . && exit 1; true' || fail "a file appeared in /etc/entropy-broker"
