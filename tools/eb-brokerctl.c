@@ -133,6 +133,12 @@ static const char *u64(uint64_t v, char *buf, size_t size)
 	return buf;
 }
 
+/* Why a starving sink waits: its user's quota (the latest answer was QUOTA) or the pool. */
+static const char *wait_reason(const struct eb_report_session *s)
+{
+	return s->flags & EB_REPORT_QUOTA_SPENT ? "quota" : "empty";
+}
+
 static struct json_object *session_json(const struct eb_report_session *s, enum command cmd)
 {
 	struct json_object *o = json_object_new_object();
@@ -172,13 +178,17 @@ static struct json_object *session_json(const struct eb_report_session *s, enum 
 		                       s->starving_ms ? json_object_new_uint64(s->starving_ms)
 		                                      : NULL);
 		add_u64(o, "empty_answers", s->empty_answers);
+		add_u64(o, "quota_answers", s->quota_answers);
+		json_object_object_add(o, "wait_reason",
+		                       s->starving_ms ? json_object_new_string(wait_reason(s))
+		                                      : NULL);
 	}
 	return o;
 }
 
 static int session_cells(const struct eb_report_session *s, enum command cmd, struct table *t)
 {
-	char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
+	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
 
 	if (cmd == CMD_SOURCES) {
 		snprintf(c, sizeof(c), "%u.%03u", s->claim_mbits_per_byte / 1000,
@@ -200,10 +210,11 @@ static int session_cells(const struct eb_report_session *s, enum command cmd, st
 		ago(s->starving_ms, d, sizeof(d));
 	else
 		snprintf(d, sizeof(d), "-");
-	return table_add_row(t, u64(s->id, e, sizeof(e)), s->user, s->peer,
-	                     s->kind[0] ? s->kind : "-", u64(s->bits_out, a, sizeof(a)),
-	                     u64(s->bytes_drbg, b, sizeof(b)), c,
-	                     u64(s->empty_answers, g, sizeof(g)), d, ago(s->last_ms, f, sizeof(f)));
+	return table_add_row(
+	    t, u64(s->id, e, sizeof(e)), s->user, s->peer, s->kind[0] ? s->kind : "-",
+	    u64(s->bits_out, a, sizeof(a)), u64(s->bytes_drbg, b, sizeof(b)), c,
+	    u64(s->empty_answers, g, sizeof(g)), u64(s->quota_answers, h, sizeof(h)), d,
+	    s->starving_ms ? wait_reason(s) : "-", ago(s->last_ms, f, sizeof(f)));
 }
 
 static struct json_object *user_json(const struct eb_report_user *u)
@@ -225,12 +236,13 @@ static struct json_object *user_json(const struct eb_report_user *u)
 	json_object_object_add(o, "quota_left_bits",
 	                       quota ? json_object_new_uint64(u->quota_left_bits) : NULL);
 	add_u64(o, "empty_answers", u->empty_answers);
+	add_u64(o, "quota_answers", u->quota_answers);
 	return o;
 }
 
 static int user_cells(const struct eb_report_user *u, struct table *t)
 {
-	char roles[64], n[3][16], a[32], b[32], c[32], d[32], q[32], e[32];
+	char roles[64], n[3][16], a[32], b[32], c[32], d[32], q[32], e[32], f[32];
 
 	eb_roles_to_string(u->roles, roles, sizeof(roles));
 	snprintf(n[0], sizeof(n[0]), "%u", u->sessions);
@@ -244,7 +256,8 @@ static int user_cells(const struct eb_report_user *u, struct table *t)
 	return table_add_row(t, u->name, roles, n[0], n[1], n[2], u64(u->bytes_in, a, sizeof(a)),
 	                     u64(u->bits_in, b, sizeof(b)), u64(u->bits_out, c, sizeof(c)),
 	                     u64(u->bytes_drbg, d, sizeof(d)), q,
-	                     u64(u->empty_answers, e, sizeof(e)));
+	                     u64(u->empty_answers, e, sizeof(e)),
+	                     u64(u->quota_answers, f, sizeof(f)));
 }
 
 static int new_table(enum command cmd, struct table **ret)
@@ -254,12 +267,13 @@ static int new_table(enum command cmd, struct table **ret)
 		return table_new(ret, 9, "ID", "USER", "PEER", "KIND", ">BYTES IN",
 		                 ">BITS CREDITED", ">CLAIM H", "HEALTH", ">LAST SEEN");
 	case CMD_SINKS:
-		return table_new(ret, 10, "ID", "USER", "PEER", "KIND", ">BITS SERVED",
-		                 ">DRBG BYTES", ">QUOTA LEFT", ">EMPTY", ">WAITING", ">LAST SEEN");
+		return table_new(ret, 12, "ID", "USER", "PEER", "KIND", ">BITS SERVED",
+		                 ">DRBG BYTES", ">QUOTA LEFT", ">EMPTY", ">QUOTA", ">WAITING",
+		                 "WAITS FOR", ">LAST SEEN");
 	case CMD_USERS:
-		return table_new(ret, 11, "USER", "ROLES", ">SESSIONS", ">SOURCES", ">SINKS",
+		return table_new(ret, 12, "USER", "ROLES", ">SESSIONS", ">SOURCES", ">SINKS",
 		                 ">BYTES IN", ">BITS IN", ">BITS OUT", ">DRBG BYTES",
-		                 ">QUOTA LEFT/HOUR", ">EMPTY");
+		                 ">QUOTA LEFT/HOUR", ">EMPTY", ">QUOTA");
 	case CMD_STATUS:
 	case CMD_HISTORY:
 	case _CMD_MAX:

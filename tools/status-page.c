@@ -400,18 +400,35 @@ static void source_row(FILE *f, const struct view *v, const struct eb_report_ses
 	fputs("</tr>\n", f);
 }
 
+/* Why a starving sink waits: its user's quota, or the pool. */
+static bool quota_spent(const struct eb_report_session *s)
+{
+	return s->flags & EB_REPORT_QUOTA_SPENT;
+}
+
+static void td_count(FILE *f, uint64_t x)
+{
+	fprintf(f, "<td class=\"n%s\">%" PRIu64 "</td>", x ? " warn" : "", x);
+}
+
 static void sink_row(FILE *f, const struct view *v, const struct eb_report_session *s)
 {
-	char buf[32];
+	char buf[32], text[64];
 
 	fputs("<tr>", f);
 	td_who(f, s);
 	td_u64(f, s->bits_out);
 	td_u64(f, s->bytes_drbg);
-	fprintf(f, "<td class=\"n%s\">%" PRIu64 "</td>", s->empty_answers ? " warn" : "",
-	        s->empty_answers);
-	td(f, s->starving_ms ? "warn" : NULL,
-	   s->starving_ms ? duration(s->starving_ms / 1000, buf) : "-");
+	if (s->flags & EB_REPORT_QUOTA)
+		td_u64(f, s->quota_left_bits);
+	else
+		td(f, NULL, "-");
+	td_count(f, s->empty_answers);
+	td_count(f, s->quota_answers);
+	if (s->starving_ms)
+		snprintf(text, sizeof(text), "%s (%s)", duration(s->starving_ms / 1000, buf),
+		         quota_spent(s) ? "quota" : "empty");
+	td(f, s->starving_ms ? "warn" : NULL, s->starving_ms ? text : "-");
 	td_seen(f, v, s);
 	fputs("</tr>\n", f);
 }
@@ -440,10 +457,10 @@ static void sessions(FILE *f, const struct view *v, enum table_kind k)
 		"<h2>Sources</h2>\n<div class=\"scroll\"><table><tr><th>user</th>"
 		"<th>kind</th><th>peer</th><th>health</th><th>claim, bits/byte</th>"
 		"<th>bytes in</th><th>bits credited</th><th>last seen (UTC)</th></tr>\n",
-	    [TABLE_SINKS] =
-		"<h2>Sinks</h2>\n<div class=\"scroll\"><table><tr><th>user</th>"
-		"<th>kind</th><th>peer</th><th>bits served</th><th>DRBG bytes</th>"
-		"<th>EMPTY answers</th><th>starving for</th><th>last seen (UTC)</th></tr>\n",
+	    [TABLE_SINKS] = "<h2>Sinks</h2>\n<div class=\"scroll\"><table><tr><th>user</th>"
+			    "<th>kind</th><th>peer</th><th>bits served</th><th>DRBG bytes</th>"
+			    "<th>quota left, bits</th><th>EMPTY answers</th><th>QUOTA answers</th>"
+			    "<th>starving for (why)</th><th>last seen (UTC)</th></tr>\n",
 	    [TABLE_UPSTREAMS] = "<h2>Upstreams</h2>\n<div class=\"scroll\"><table><tr><th>user</th>"
 				"<th>kind</th><th>peer</th><th>health</th><th>claim, bits/byte</th>"
 				"<th>bytes in</th><th>bits credited</th><th>last seen (UTC)</th>"
@@ -467,7 +484,8 @@ static void sessions(FILE *f, const struct view *v, enum table_kind k)
 		rows++;
 	}
 	if (rows == 0)
-		fprintf(f, "<tr><td colspan=\"8\">%s</td></tr>\n", none[k]);
+		fprintf(f, "<tr><td colspan=\"%d\">%s</td></tr>\n", k == TABLE_SINKS ? 10 : 8,
+		        none[k]);
 	fputs("</table></div>\n", f);
 }
 
@@ -492,6 +510,11 @@ static void alarms_now(FILE *f, const struct view *v)
 		html_escape(f, s->peer);
 		if (bad)
 			fprintf(f, ") is %s", eb_source_health_to_string(s->health));
+		else if (quota_spent(s))
+			fprintf(f,
+			        ") has waited %s: its user's quota is spent (answered QUOTA; "
+			        "quota-bits-per-hour)",
+			        duration(s->starving_ms / 1000, buf));
 		else
 			fprintf(f, ") has been answered EMPTY for %s",
 			        duration(s->starving_ms / 1000, buf));

@@ -193,8 +193,9 @@ def test():
         rows, lines = columns(out)
         # Its last GET was answered EMPTY: it still waits for entropy, and the table says so.
         check(rows[0] == ["ID", "USER", "PEER", "KIND", "BITS SERVED", "DRBG BYTES", "QUOTA LEFT",
-                          "EMPTY", "WAITING", "LAST SEEN"] and rows[1][4] == str(served)
-              and rows[1][6] == "-" and int(rows[1][7]) >= 1 and rows[1][8] != "-",
+                          "EMPTY", "QUOTA", "WAITING", "WAITS FOR", "LAST SEEN"]
+              and rows[1][4] == str(served) and rows[1][6] == "-" and int(rows[1][7]) >= 1
+              and rows[1][8] == "0" and rows[1][9] != "-" and rows[1][10] == "empty",
               f"sinks table: {rows[:2]}")
 
         # The REPORT as docs/protocol.md lays it out agrees with eb-brokerctl.

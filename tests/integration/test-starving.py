@@ -88,8 +88,10 @@ def test():
         table = text(b, "sinks")
         print("# " + "\n# ".join(table.splitlines()))
         line = [l for l in table.splitlines() if " vm " in l]
-        check(line and line[0].split()[-2] != "-" and int(line[0].split()[-3]) >= 1,
-              f"`eb-brokerctl sinks` shows its EMPTY answers and its wait, not '-' ({line})")
+        # ... EMPTY, QUOTA, WAITING, WAITS FOR, LAST SEEN
+        cells = line[0].split() if line else []
+        check(cells and cells[-3] != "-" and cells[-2] == "empty" and int(cells[-5]) >= 1,
+              f"`eb-brokerctl sinks` shows its EMPTY answers, its wait and why, not '-' ({line})")
         users = {u["name"]: u for u in ctl(b, "users")}
         check(users["vm"]["empty_answers"] >= 1 and users["alice"]["empty_answers"] == 0,
               f"`eb-brokerctl users` counts the EMPTY answers per user ({users['vm']})")
