@@ -328,6 +328,8 @@ static enum eb_counter failure_counter(struct session *s, enum eb_conn_failure f
 		return EB_COUNTER_AUTH_UNKNOWN_USER;
 	case EB_CONN_FAIL_BAD_KEY:
 		return EB_COUNTER_AUTH_WRONG_KEY;
+	case EB_CONN_FAIL_KEY_HASH:
+		return EB_COUNTER_AUTH_OTHER;
 	case EB_CONN_FAIL_NOT_TLS:
 		return sent_proxy_header(s) ? EB_COUNTER_PROXY_NOT_ALLOWED : EB_COUNTER_TLS_FAILED;
 	case EB_CONN_FAIL_NONE:
