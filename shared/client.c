@@ -161,6 +161,10 @@ static int read_msg(struct eb_client *c, int timeout_ms, struct eb_msg *ret)
 	case EB_MSG_STATUS:
 	case EB_MSG_REPORT_REQ:
 	case EB_MSG_REPORT:
+	case EB_MSG_ACTION_REQ:
+	case EB_MSG_ACTION:
+	case EB_MSG_STATE_REQ:
+	case EB_MSG_STATE:
 	case _EB_MSG_MAX:
 	case _EB_MSG_INVALID:
 		break;
@@ -458,6 +462,33 @@ int eb_client_report(struct eb_client *c, uint8_t table, uint64_t after, struct 
 		return client_fail(c, -EPROTO,
 		                   "the broker answered REPORT_REQ with another table or version");
 	*ret = m.report;
+	return 0;
+}
+
+int eb_client_action(struct eb_client *c, const struct eb_msg_action_req *q,
+                     struct eb_msg_action *ret)
+{
+	struct eb_msg m = {.type = EB_MSG_ACTION_REQ, .action_req = *q};
+	int r;
+
+	r = transact(c, &m, EB_MSG_ACTION, "the broker answered ACTION_REQ with something else");
+	if (r < 0)
+		return r;
+	if (m.action.action != q->action)
+		return client_fail(c, -EPROTO, "the broker answered another action");
+	*ret = m.action;
+	return 0;
+}
+
+int eb_client_state(struct eb_client *c, struct eb_msg_state *ret)
+{
+	struct eb_msg m = {.type = EB_MSG_STATE_REQ};
+	int r;
+
+	r = transact(c, &m, EB_MSG_STATE, "the broker answered STATE_REQ with something else");
+	if (r < 0)
+		return r;
+	*ret = m.state;
 	return 0;
 }
 

@@ -81,6 +81,11 @@ int eb_client_status(struct eb_client *c, struct eb_msg_status *ret);
 /* One page of a report table (report.h): the rows with ids above after. ret->rows points into
  * the client's buffer and is valid until the next call. */
 int eb_client_report(struct eb_client *c, uint8_t table, uint64_t after, struct eb_msg_report *ret);
+/* An admin's action (docs/protocol.md 3.14), answered by ACTION; and the broker's STATE (3.16).
+ * A broker that predates them closes with ERROR(PROTOCOL). */
+int eb_client_action(struct eb_client *c, const struct eb_msg_action_req *q,
+                     struct eb_msg_action *ret);
+int eb_client_state(struct eb_client *c, struct eb_msg_state *ret);
 
 struct eb_history;
 /* Reads the whole history table from the broker into *ret (report.h), page by page

@@ -200,3 +200,7 @@ int eb_report_history_take(struct cursor *c, struct eb_report_history_row *ret);
 /* report-counters.c: one row of the counters table. */
 struct eb_report_counter;
 int eb_report_counter_take(struct cursor *c, struct eb_report_counter *ret);
+/* proto-admin.c: ACTION_REQ, ACTION, STATE_REQ and STATE, called from the same switches. */
+int eb_admin_msg_validate(const struct eb_msg *m, size_t *ret_size);
+int eb_admin_msg_decode(struct cursor *c, struct eb_msg *m);
+void eb_admin_msg_encode(struct writer *w, const struct eb_msg *m);

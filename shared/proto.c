@@ -32,6 +32,7 @@
  *   STATUS     u64 pool_bits, u64 capacity_bits, u64 bits_in, u64 bits_out, u64 bytes_drbg,
  *              u32 sources, u32 sinks, u32 uptime_s
  *   REPORT_REQ, REPORT    report.c
+ *   ACTION_REQ, ACTION, STATE_REQ, STATE    proto-admin.c
  */
 #define HELLO_FIXED_SIZE   10
 #define WELCOME_FIXED_SIZE 10
@@ -148,6 +149,23 @@ static int welcome_validate(const struct eb_msg_welcome *w, size_t *ret_size)
 	return 0;
 }
 
+/* The broker's answers to an admin and their requests: STATUS here, the rest in report.c and
+ * proto-admin.c. */
+static int admin_validate(const struct eb_msg *m, size_t *ret_size)
+{
+	if (m->type == EB_MSG_STATUS) {
+		/* The broker never holds more than its capacity; a status that says otherwise is
+		 * from a broker that is broken, and better refused than shown. */
+		if (m->status.pool_bits > m->status.capacity_bits)
+			return -EINVAL;
+		*ret_size = STATUS_SIZE;
+		return 0;
+	}
+	if (m->type == EB_MSG_REPORT_REQ || m->type == EB_MSG_REPORT)
+		return eb_report_msg_validate(m, ret_size);
+	return eb_admin_msg_validate(m, ret_size);
+}
+
 /*
  * The one place the rules for field values live: encode refuses to send what decode would
  * refuse to take. Returns the payload size of msg, or -EINVAL.
@@ -212,18 +230,16 @@ static int msg_validate(const struct eb_msg *m, size_t *ret_size)
 			return r;
 		size = ERROR_FIXED_SIZE + n;
 		break;
+	case EB_MSG_STATUS:
 	case EB_MSG_REPORT_REQ:
 	case EB_MSG_REPORT:
-		r = eb_report_msg_validate(m, &size);
+	case EB_MSG_ACTION_REQ:
+	case EB_MSG_ACTION:
+	case EB_MSG_STATE_REQ:
+	case EB_MSG_STATE:
+		r = admin_validate(m, &size);
 		if (r < 0)
 			return r;
-		break;
-	case EB_MSG_STATUS:
-		/* The broker never holds more than its capacity; a status that says otherwise is
-		 * from a broker that is broken, and better refused than shown. */
-		if (m->status.pool_bits > m->status.capacity_bits)
-			return -EINVAL;
-		size = STATUS_SIZE;
 		break;
 	case _EB_MSG_MAX:
 	case _EB_MSG_INVALID:
@@ -396,6 +412,16 @@ static int status_decode(struct cursor *c, struct eb_msg_status *st)
 	return r;
 }
 
+/* The same split for decoding. */
+static int admin_decode(struct cursor *c, struct eb_msg *m)
+{
+	if (m->type == EB_MSG_STATUS)
+		return status_decode(c, &m->status);
+	if (m->type == EB_MSG_REPORT_REQ || m->type == EB_MSG_REPORT)
+		return eb_report_msg_decode(c, m);
+	return eb_admin_msg_decode(c, m);
+}
+
 int eb_msg_decode(const struct eb_frame *frame, struct eb_msg *ret)
 {
 	struct cursor c;
@@ -455,11 +481,13 @@ int eb_msg_decode(const struct eb_frame *frame, struct eb_msg *ret)
 		}
 		break;
 	case EB_MSG_STATUS:
-		r = status_decode(&c, &m.status);
-		break;
 	case EB_MSG_REPORT_REQ:
 	case EB_MSG_REPORT:
-		r = eb_report_msg_decode(&c, &m);
+	case EB_MSG_ACTION_REQ:
+	case EB_MSG_ACTION:
+	case EB_MSG_STATE_REQ:
+	case EB_MSG_STATE:
+		r = admin_decode(&c, &m);
 		break;
 	case _EB_MSG_MAX:
 	case _EB_MSG_INVALID:
@@ -571,6 +599,12 @@ int eb_msg_encode(const struct eb_msg *msg, uint8_t *buf, size_t size)
 	case EB_MSG_REPORT:
 		eb_report_msg_encode(&w, msg);
 		break;
+	case EB_MSG_ACTION_REQ:
+	case EB_MSG_ACTION:
+	case EB_MSG_STATE_REQ:
+	case EB_MSG_STATE:
+		eb_admin_msg_encode(&w, msg);
+		break;
 	case _EB_MSG_MAX:
 	case _EB_MSG_INVALID:
 		assert(!"msg_validate() let an invalid type through");
@@ -589,7 +623,9 @@ static const char *const msg_type_table[_EB_MSG_MAX] = {
     [EB_MSG_WAKE] = "WAKE",     [EB_MSG_QUOTA] = "QUOTA",
     [EB_MSG_ERROR] = "ERROR",   [EB_MSG_STATUS_REQ] = "STATUS_REQ",
     [EB_MSG_STATUS] = "STATUS", [EB_MSG_REPORT_REQ] = "REPORT_REQ",
-    [EB_MSG_REPORT] = "REPORT",
+    [EB_MSG_REPORT] = "REPORT", [EB_MSG_ACTION_REQ] = "ACTION_REQ",
+    [EB_MSG_ACTION] = "ACTION", [EB_MSG_STATE_REQ] = "STATE_REQ",
+    [EB_MSG_STATE] = "STATE",
 };
 
 /* NULL for a value outside the enum, as systemd's *_to_string() do. */

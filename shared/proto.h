@@ -47,6 +47,10 @@ enum eb_msg_type {
 	EB_MSG_STATUS = 13,     /* broker -> admin */
 	EB_MSG_REPORT_REQ = 14, /* admin -> broker: a page of a table (report.h) */
 	EB_MSG_REPORT = 15,     /* broker -> admin: the page's rows */
+	EB_MSG_ACTION_REQ = 16, /* admin -> broker: drain, disconnect... (proto-admin.c) */
+	EB_MSG_ACTION = 17,     /* broker -> admin: what it did */
+	EB_MSG_STATE_REQ = 18,  /* admin -> broker */
+	EB_MSG_STATE = 19,      /* broker -> admin: drain, reloads, the upstream */
 	_EB_MSG_MAX,
 	_EB_MSG_INVALID = -EINVAL,
 };
@@ -164,6 +168,76 @@ struct eb_msg_report {
 	uint32_t rows_len;
 };
 
+/* What an admin may do at runtime (docs/protocol.md 3.14). */
+enum eb_action {
+	EB_ACTION_DRAIN = 1,           /* tell balancers to send no new clients (the agent) */
+	EB_ACTION_UNDRAIN = 2,         /* the end of a drain */
+	EB_ACTION_DISCONNECT = 3,      /* close the session numbered session */
+	EB_ACTION_DISCONNECT_USER = 4, /* close every session of user but the asker's */
+	_EB_ACTION_MAX,
+	_EB_ACTION_INVALID = -EINVAL,
+};
+
+enum eb_action_result {
+	EB_ACTION_DONE = 0,
+	EB_ACTION_UNCHANGED = 1, /* nothing to do: already drained, not drained */
+	EB_ACTION_NOT_FOUND = 2, /* no such session, or the user has none */
+	EB_ACTION_LIMITED = 3,   /* too many actions lately: retry after retry_ms */
+	_EB_ACTION_RESULT_MAX,
+	_EB_ACTION_RESULT_INVALID = -EINVAL,
+};
+
+struct eb_msg_action_req {
+	uint8_t action;             /* enum eb_action */
+	uint64_t session;           /* DISCONNECT: the session's id; else 0 */
+	char user[EB_KIND_MAX + 1]; /* DISCONNECT_USER: the user's name; else "" */
+};
+
+struct eb_msg_action {
+	uint8_t action;             /* the ACTION_REQ's */
+	uint8_t result;             /* enum eb_action_result */
+	uint32_t sessions;          /* sessions closed */
+	uint32_t retry_ms;          /* LIMITED: when another action will be taken; else 0 */
+	char text[EB_TEXT_MAX + 1]; /* what the broker did, in words */
+};
+
+/* STATE flags. */
+enum {
+	EB_STATE_DRAINED = 1 << 0,       /* an admin drained the broker: drained_* are set */
+	EB_STATE_STOPPING = 1 << 1,      /* the broker is stopping */
+	EB_STATE_RELOAD_FAILED = 1 << 2, /* the last reload failed: reload_text says why */
+	EB_STATE_UPSTREAM = 1 << 3,      /* the broker has an [upstream] */
+};
+#define EB_STATE_FLAGS                                                                             \
+	(EB_STATE_DRAINED | EB_STATE_STOPPING | EB_STATE_RELOAD_FAILED | EB_STATE_UPSTREAM)
+
+/* The upstream's state, with EB_STATE_UPSTREAM; else EB_UPSTREAM_NONE. */
+enum eb_upstream_state {
+	EB_UPSTREAM_NONE = 0,
+	EB_UPSTREAM_CONNECTING = 1, /* no attempt has ended yet */
+	EB_UPSTREAM_CONNECTED = 2,
+	EB_UPSTREAM_FAILING = 3, /* the latest attempt failed: upstream_reason says why */
+	_EB_UPSTREAM_STATE_MAX,
+	_EB_UPSTREAM_STATE_INVALID = -EINVAL,
+};
+
+/* The broker's state beyond STATUS's figures. Times are CLOCK_REALTIME in ms since the epoch,
+ * 0 for never. */
+struct eb_msg_state {
+	uint8_t flags;
+	uint8_t upstream;                  /* enum eb_upstream_state */
+	uint32_t reloads, reload_failures; /* since start */
+	uint64_t config_loaded_ms;  /* the running configuration was loaded (start or reload) */
+	uint64_t last_reload_ms;    /* the last reload ended, well or not */
+	uint64_t drained_ms;        /* EB_STATE_DRAINED: since when */
+	uint64_t upstream_since_ms; /* the upstream has been in its state since */
+	uint64_t upstream_data_ms;  /* the upstream's last DATA */
+	char drained_by[EB_KIND_MAX + 1];      /* the admin user who drained it */
+	char reload_text[EB_TEXT_MAX + 1];     /* what the last reload changed, or its error */
+	char upstream_broker[EB_TEXT_MAX + 1]; /* the broker it last tried */
+	char upstream_reason[EB_TEXT_MAX + 1]; /* FAILING: why */
+};
+
 struct eb_msg {
 	enum eb_msg_type type;
 	union {
@@ -178,6 +252,9 @@ struct eb_msg {
 		struct eb_msg_status status;
 		struct eb_msg_report_req report_req;
 		struct eb_msg_report report;
+		struct eb_msg_action_req action_req;
+		struct eb_msg_action action;
+		struct eb_msg_state state;
 	};
 };
 
@@ -207,3 +284,6 @@ const char *eb_msg_type_to_string(enum eb_msg_type t);
 const char *eb_error_code_to_string(enum eb_error_code c);
 /* "source,sink" for a role mask into buf; returns buf. */
 const char *eb_roles_to_string(unsigned roles, char *buf, size_t size);
+const char *eb_action_to_string(enum eb_action a);
+const char *eb_action_result_to_string(enum eb_action_result r);
+const char *eb_upstream_state_to_string(enum eb_upstream_state s);

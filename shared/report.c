@@ -400,6 +400,10 @@ int eb_report_msg_validate(const struct eb_msg *m, size_t *ret_size)
 	case EB_MSG_ERROR:
 	case EB_MSG_STATUS_REQ:
 	case EB_MSG_STATUS:
+	case EB_MSG_ACTION_REQ:
+	case EB_MSG_ACTION:
+	case EB_MSG_STATE_REQ:
+	case EB_MSG_STATE:
 	case _EB_MSG_MAX:
 	case _EB_MSG_INVALID:
 		break;

@@ -103,6 +103,33 @@ static struct eb_msg sample(enum eb_msg_type t)
 		                                  .rows = rows,
 		                                  .rows_len = sample_rows(rows, sizeof(rows))};
 		break;
+	case EB_MSG_ACTION_REQ:
+		m.action_req = (struct eb_msg_action_req){.action = EB_ACTION_DISCONNECT_USER,
+		                                          .user = "guest-07"};
+		break;
+	case EB_MSG_ACTION:
+		m.action = (struct eb_msg_action){.action = EB_ACTION_DISCONNECT,
+		                                  .result = EB_ACTION_LIMITED,
+		                                  .retry_ms = 4000,
+		                                  .text = "too many actions"};
+		break;
+	case EB_MSG_STATE_REQ:
+		break;
+	case EB_MSG_STATE:
+		m.state = (struct eb_msg_state){.flags = EB_STATE_DRAINED | EB_STATE_UPSTREAM,
+		                                .upstream = EB_UPSTREAM_FAILING,
+		                                .reloads = 2,
+		                                .reload_failures = 1,
+		                                .config_loaded_ms = 1700000000000,
+		                                .last_reload_ms = 1700000001000,
+		                                .drained_ms = 1700000002000,
+		                                .upstream_since_ms = 1700000003000,
+		                                .upstream_data_ms = 0,
+		                                .drained_by = "ops",
+		                                .reload_text = "users added: g1",
+		                                .upstream_broker = "tcp://site:55225",
+		                                .upstream_reason = "Connection refused"};
+		break;
 	case _EB_MSG_MAX:
 	case _EB_MSG_INVALID:
 		fail();
@@ -182,6 +209,35 @@ static void assert_msg_equal(const struct eb_msg *a, const struct eb_msg *b)
 		assert_int_equal(a->report.rows_len, b->report.rows_len);
 		if (a->report.rows_len > 0)
 			assert_memory_equal(a->report.rows, b->report.rows, a->report.rows_len);
+		break;
+	case EB_MSG_ACTION_REQ:
+		assert_int_equal(a->action_req.action, b->action_req.action);
+		assert_int_equal(a->action_req.session, b->action_req.session);
+		assert_string_equal(a->action_req.user, b->action_req.user);
+		break;
+	case EB_MSG_ACTION:
+		assert_int_equal(a->action.action, b->action.action);
+		assert_int_equal(a->action.result, b->action.result);
+		assert_int_equal(a->action.sessions, b->action.sessions);
+		assert_int_equal(a->action.retry_ms, b->action.retry_ms);
+		assert_string_equal(a->action.text, b->action.text);
+		break;
+	case EB_MSG_STATE_REQ:
+		break;
+	case EB_MSG_STATE:
+		assert_int_equal(a->state.flags, b->state.flags);
+		assert_int_equal(a->state.upstream, b->state.upstream);
+		assert_int_equal(a->state.reloads, b->state.reloads);
+		assert_int_equal(a->state.reload_failures, b->state.reload_failures);
+		assert_int_equal(a->state.config_loaded_ms, b->state.config_loaded_ms);
+		assert_int_equal(a->state.last_reload_ms, b->state.last_reload_ms);
+		assert_int_equal(a->state.drained_ms, b->state.drained_ms);
+		assert_int_equal(a->state.upstream_since_ms, b->state.upstream_since_ms);
+		assert_int_equal(a->state.upstream_data_ms, b->state.upstream_data_ms);
+		assert_string_equal(a->state.drained_by, b->state.drained_by);
+		assert_string_equal(a->state.reload_text, b->state.reload_text);
+		assert_string_equal(a->state.upstream_broker, b->state.upstream_broker);
+		assert_string_equal(a->state.upstream_reason, b->state.upstream_reason);
 		break;
 	case _EB_MSG_MAX:
 	case _EB_MSG_INVALID:

@@ -123,6 +123,19 @@ static void check_msg(const struct eb_frame *f, const uint8_t *frame, size_t n)
 	case EB_MSG_QUOTA:
 	case EB_MSG_STATUS_REQ:
 	case EB_MSG_STATUS:
+	case EB_MSG_STATE_REQ:
+		break;
+	case EB_MSG_ACTION_REQ:
+		check(eb_action_to_string(m.action_req.action));
+		check(strlen(m.action_req.user) <= EB_KIND_MAX);
+		break;
+	case EB_MSG_ACTION:
+		check(eb_action_result_to_string(m.action.result));
+		check(strlen(m.action.text) <= EB_TEXT_MAX);
+		break;
+	case EB_MSG_STATE:
+		check(eb_upstream_state_to_string(m.state.upstream));
+		check(!(m.state.flags & EB_STATE_DRAINED) == !m.state.drained_by[0]);
 		break;
 	case _EB_MSG_MAX:
 	case _EB_MSG_INVALID:
