@@ -16,6 +16,7 @@
 
 #include "broker.h"
 #include "confdir.h"
+#include "config-diff.h"
 #include "log.h"
 #include "macro.h"
 #include "serve.h"
@@ -230,6 +231,10 @@ static void reload_failed(struct broker *b, int r, const char *error)
 		free(b->reload_error);
 		b->reload_error = copy;
 	}
+	b->reload_failures++;
+	b->last_reload_ms = eb_wall_ms();
+	snprintf(b->reload_text, sizeof(b->reload_text), "%.*s", (int)sizeof(b->reload_text) - 1,
+	         error ? error : "out of memory");
 	log_struct(LOG_ERR, "MESSAGE_ID=" MSGID_RELOAD_FAILED,
 	           "Reload failed, keeping the running configuration: %s",
 	           error ? error : "out of memory");
@@ -286,6 +291,7 @@ void broker_config_reload(struct broker *b)
 	struct eb_conf *new = NULL;
 	unsigned before = b->registry.n_sessions, closing;
 	_cleanup_free_ char *error = NULL;
+	char changes[1024];
 	int r;
 
 	/* systemd (Type=notify-reload) wants the time the reload began with RELOADING=1, and
@@ -315,10 +321,15 @@ void broker_config_reload(struct broker *b)
 		}
 	}
 	broker_config_raise_nofile(new);
+	/* What changed is told before the switch, which frees the old file. */
+	config_diff(b->conf, new, changes, sizeof(changes));
+	config_diff(b->conf, new, b->reload_text, sizeof(b->reload_text));
 	closing = switch_config(b, new, &quotas, &totals, &counts);
-	log_info("Reloaded %s: %u users; %u of %u sessions kept",
+	log_info("Reloaded %s: %u users; %u of %u sessions kept; %s",
 	         new->path ? new->path : "the configuration", new->n_users,
-	         b->registry.n_sessions - closing, before);
+	         b->registry.n_sessions - closing, before, changes);
+	b->reloads++;
+	b->config_loaded_ms = b->last_reload_ms = eb_wall_ms();
 	serve_pool_changed(b); /* the thresholds may have moved */
 	b->reload_error = mfree_str(b->reload_error);
 	(void)sd_notify(false, "READY=1\nERRNO=0");

@@ -224,10 +224,12 @@ void broker_notify_status(struct broker *b)
 	/* A failed reload stays in front until a reload succeeds: the administrator who ran
 	 * "systemctl reload" must see that the file on disk is not what runs. */
 	(void)sd_notifyf(
-	    false, "STATUS=%s%s%sPool %" PRIu64 "/%" PRIu64 " bits (%u%%), %u source%s, %u sink%s",
+	    false,
+	    "STATUS=%s%s%s%s%s%sPool %" PRIu64 "/%" PRIu64 " bits (%u%%), %u source%s, %u sink%s",
 	    b->reload_error ? "Reload failed: " : "", b->reload_error ? b->reload_error : "",
-	    b->reload_error ? "; running the previous configuration. " : "", bits, cap,
-	    (unsigned)(bits * 100 / cap), b->registry.n_sources,
+	    b->reload_error ? "; running the previous configuration. " : "",
+	    b->drained ? "Drained by " : "", b->drained ? b->drained_by : "",
+	    b->drained ? ". " : "", bits, cap, (unsigned)(bits * 100 / cap), b->registry.n_sources,
 	    b->registry.n_sources == 1 ? "" : "s", b->registry.n_sinks,
 	    b->registry.n_sinks == 1 ? "" : "s");
 }

@@ -29,6 +29,7 @@ struct upstream;
 struct registry_entry;
 struct eb_msg;
 struct eb_msg_report_req;
+struct eb_msg_action_req;
 
 /* A user's counters since start, its closed sessions included; the broker keeps one per user,
  * parallel to conf->users, and a reload carries them over by name. */
@@ -50,6 +51,10 @@ struct broker_hooks {
 	/* A session's REPORT request: a page of rows (admin.h). */
 	int (*report)(struct broker *b, const struct eb_msg_report_req *q, uint8_t *buf,
 	              size_t size, struct eb_msg *ret);
+	/* A session's ACTION_REQ, and STATE_REQ (admin-actions.h). */
+	void (*action)(struct broker *b, struct registry_entry *asker,
+	               const struct eb_msg_action_req *q, struct eb_msg *ret);
+	void (*state)(struct broker *b, struct eb_msg *ret);
 };
 
 /* Where the pool level stands, for SLEEP/WAKE and for the journal. */
@@ -132,6 +137,18 @@ struct broker {
 	bool stopping;
 	/* The first error of the last reload, if it failed: STATUS= says so until one succeeds. */
 	char *reload_error;
+	/* broker-config.c's, for STATE: reloads since start, when the running configuration was
+	 * loaded (CLOCK_REALTIME ms), when the last reload ended, and what it changed or why it
+	 * failed. */
+	uint32_t reloads, reload_failures;
+	uint64_t config_loaded_ms, last_reload_ms;
+	char reload_text[EB_TEXT_MAX + 1];
+	/* admin-actions.c's: an admin's drain (the balancers' agent answers "drain"), who asked
+	 * and since when; and the rate limit on every admin's actions. */
+	bool drained;
+	uint64_t drained_ms;
+	char drained_by[EB_KIND_MAX + 1];
+	struct eb_ratelimit actions;
 
 	/* Chaining (chain.c, upstream.c): this run's id, carried in HELLO upstream; the brokers
 	 * drawing through this one (chain_link.node); the last refusal of a cycle logged, so that

@@ -16,6 +16,7 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
+#include "admin-actions.h"
 #include "admin-history.h"
 #include "admin.h"
 #include "broker-config.h"
@@ -28,6 +29,7 @@
 #include "seedfile.h"
 #include "serve.h"
 #include "session.h"
+#include "time-util.h"
 #include "tls.h"
 #include "upstream.h"
 #include "workers.h"
@@ -204,6 +206,8 @@ static int broker_init(struct broker *b, struct eb_conf *conf, const char *confi
 	broker_config_raise_nofile(conf);
 	b->zone = b->zone_logged = _POOL_ZONE_INVALID;
 	b->chain_refused_user = -1;
+	b->actions = EB_RATELIMIT_INIT(ADMIN_ACTIONS_INTERVAL_USEC, ADMIN_ACTIONS_BURST);
+	b->config_loaded_ms = eb_wall_ms();
 	for (int k = 0; k < _PEER_LOG_MAX; k++)
 		b->peer_log[k] = EB_RATELIMIT_INIT(PEER_LOG_INTERVAL_USEC, PEER_LOG_BURST);
 	b->quotas = calloc(MAX(conf->n_users, 1u), sizeof(*b->quotas));
@@ -223,6 +227,8 @@ static void wire(struct broker *b)
 	    .set_asleep = session_tell_asleep,
 	    .level_changed = upstream_level_changed,
 	    .report = admin_report,
+	    .action = admin_action,
+	    .state = admin_state,
 	};
 }
 

@@ -335,6 +335,40 @@ static void handle_report(struct session *s, const struct eb_msg_report_req *q)
 	}
 }
 
+/* An admin's action is carried out and answered at once; its answer is a few hundred bytes, which
+ * session_handle_frame()'s caller made room for. */
+static void handle_action(struct session *s, const struct eb_msg_action_req *q)
+{
+	struct eb_msg m;
+
+	s->broker->hooks.action(s->broker, &s->reg, q, &m);
+	(void)session_send(s, &m);
+}
+
+static void handle_state(struct session *s)
+{
+	struct eb_msg m;
+
+	s->broker->hooks.state(s->broker, &m);
+	(void)session_send(s, &m);
+}
+
+/* Only the admin role may act, as only it may read. */
+static void handle_admin(struct session *s, const struct eb_msg *m)
+{
+	if ((s->reg.roles & EB_ROLE_ADMIN) == 0) {
+		log_peer_refused(s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+		                 "Refusing %s from %s: user %s is not an admin",
+		                 eb_msg_type_to_string(m->type), s->peer, session_user_name(s));
+		session_refuse(s, EB_ERR_FORBIDDEN, "this user is not an admin");
+		return;
+	}
+	if (m->type == EB_MSG_ACTION_REQ)
+		handle_action(s, &m->action_req);
+	else
+		handle_state(s);
+}
+
 static void handle_status(struct session *s)
 {
 	struct eb_msg m = {.type = EB_MSG_STATUS};
@@ -421,6 +455,10 @@ static void handle_request(struct session *s, const struct eb_msg *m)
 		}
 		handle_report(s, &m->report_req);
 		return;
+	case EB_MSG_ACTION_REQ:
+	case EB_MSG_STATE_REQ:
+		handle_admin(s, m);
+		return;
 	case EB_MSG_ERROR: /* answered before: see session_handle_frame() */
 	case EB_MSG_HELLO:
 	case EB_MSG_WELCOME:
@@ -432,6 +470,8 @@ static void handle_request(struct session *s, const struct eb_msg *m)
 	case EB_MSG_QUOTA:
 	case EB_MSG_STATUS:
 	case EB_MSG_REPORT:
+	case EB_MSG_ACTION:
+	case EB_MSG_STATE:
 	case _EB_MSG_MAX:
 	case _EB_MSG_INVALID:
 		break;

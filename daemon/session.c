@@ -88,6 +88,14 @@ void session_refuse(struct session *s, enum eb_error_code code, const char *text
 	session_set_state(s, SESSION_CLOSING);
 }
 
+void session_disconnect(struct session *s, const char *why)
+{
+	if (s->reg.state != SESSION_READY)
+		return;
+	session_refuse(s, EB_ERR_SHUTDOWN, why);
+	session_settle(s);
+}
+
 /* What is left once the broker has forgotten the session: the connection and the buffers. */
 static void session_destroy(struct session *s)
 {

@@ -115,6 +115,9 @@ void session_tell_asleep(struct registry_entry *e, bool asleep);
 bool session_is_asleep(const struct session *s, uint64_t now);
 /* The broker stops: an ERROR to a ready peer, written at once, and close_notify. */
 void session_goodbye(struct session *s);
+/* An admin closes a ready session: ERROR(SHUTDOWN) with why, as a stopping broker says it, so that
+ * the client goes to its next broker. Frees nothing. */
+void session_disconnect(struct session *s, const char *why);
 
 /* A configuration reload, for registry_rebind() (the broker's conf is already new): returns the
  * index in new of the session's user, or -1 having sent it an ERROR and closed it when that user

@@ -23,6 +23,7 @@
 #include "macro.h"
 #include "pool.h"
 #include "serve.h"
+#include "time-util.h"
 #include "upstream-internal.h"
 #include "uri.h"
 
@@ -54,6 +55,10 @@ struct upstream {
 	struct eb_health health;
 	uint64_t health_episodes; /* logged so far */
 	char last_broker[EB_TEXT_MAX + 64], last_failure[EB_TEXT_MAX + 64];
+	/* For an admin: connected or failing since (CLOCK_REALTIME ms; 0: neither yet), and the
+	 * last DATA. */
+	bool connected;
+	uint64_t since_ms, data_ms;
 	uint8_t *buf; /* one record */
 	/* A command the socket had no room for, sent when it has: the latest state of what the
 	 * thread should do, so that a DRAW is never lost, only merged with what follows it. */
@@ -145,6 +150,12 @@ void upstream_get_view(const struct upstream *u, struct upstream_view *ret)
 	*ret = (struct upstream_view){
 	    .broker = u->last_broker,
 	    .failing = u->last_failure[0] != '\0',
+	    .state = u->last_failure[0] ? EB_UPSTREAM_FAILING
+	             : u->connected     ? EB_UPSTREAM_CONNECTED
+	                                : EB_UPSTREAM_CONNECTING,
+	    .reason = u->last_failure,
+	    .since_ms = u->since_ms,
+	    .data_ms = u->data_ms,
 	    .bytes_in = u->bytes_in,
 	    .bits_in = u->bits_in,
 	};
@@ -190,6 +201,7 @@ static void take_data(struct upstream *u, const struct up_note *h, const uint8_t
 	}
 	u->bits_in += credited;
 	u->bytes_in += h->len;
+	u->data_ms = eb_wall_ms();
 	/* In the history the draw is a source like the REPORT's upstream row: its user, kind
 	 * "upstream". */
 	history_count(u->b->history, HISTORY_SOURCE,
@@ -238,6 +250,9 @@ static bool network_failure(int err)
 static void take_failure(struct upstream *u, const char *why, int err)
 {
 	/* The thread retries with back-off; a new reason is worth a line, a repeat not. */
+	if (!u->last_failure[0])
+		u->since_ms = eb_wall_ms();
+	u->connected = false;
 	if (strcmp(u->last_failure, why) != 0)
 		log_warning("Upstream: %s; retrying with back-off", why);
 	else
@@ -277,6 +292,9 @@ static void take_note(struct upstream *u, const struct up_note *h, const uint8_t
 			log_info("Drawing from upstream %s as user %s", h->text,
 			         c->user ? c->user : "(by uid)");
 		snprintf(u->last_broker, sizeof(u->last_broker), "%s", h->text);
+		if (u->last_failure[0] || !u->connected)
+			u->since_ms = eb_wall_ms();
+		u->connected = true;
 		u->last_failure[0] = '\0';
 		break;
 	case UP_NOTE_FAILED:

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "proto.h"
+
 struct broker;
 struct upstream;
 
@@ -21,11 +23,15 @@ void upstream_level_changed(struct broker *b);
 /* The ids this broker draws for changed (chain.c): the upstream hears at once. */
 void upstream_path_changed(struct broker *b);
 
-/* What an admin sees of the upstream (admin.c): the broker last connected to ("" before the
- * first), whether the latest attempt failed, and what came in since start. */
+/* What an admin sees of the upstream (admin.c, admin-actions.c): the broker last connected to
+ * ("" before the first), whether the latest attempt failed and why, since when (CLOCK_REALTIME
+ * ms), its last DATA (0: none yet), and what came in since start. */
 struct upstream_view {
 	const char *broker;
 	bool failing;
+	enum eb_upstream_state state;
+	const char *reason; /* failing: why */
+	uint64_t since_ms, data_ms;
 	uint64_t bytes_in, bits_in;
 };
 void upstream_get_view(const struct upstream *u, struct upstream_view *ret);

@@ -18,6 +18,14 @@ uint64_t eb_now_ms(void)
 	return eb_now_ns() / 1000000u;
 }
 
+uint64_t eb_wall_ms(void)
+{
+	struct timespec ts;
+
+	(void)clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 uint64_t eb_ms_until(uint64_t deadline)
 {
 	uint64_t now = eb_now_ms();

@@ -12,6 +12,9 @@ uint64_t eb_now_ms(void);
 /* Milliseconds from now until deadline (an eb_now_ms() value); 0 once it has passed. */
 uint64_t eb_ms_until(uint64_t deadline);
 
+/* CLOCK_REALTIME in milliseconds since the epoch: a date to show, never a deadline. */
+uint64_t eb_wall_ms(void);
+
 /* The same in nanoseconds. */
 uint64_t eb_now_ns(void);
 

@@ -147,6 +147,9 @@ int view_load(struct view *v, struct eb_client *c, bool with_history)
 		r = fetch_counters(c, v);
 	if (r >= 0 && with_history)
 		r = fetch_history(c, v);
+	/* Last: a broker that predates STATE closes on it, and what came before is still good. */
+	if (r >= 0)
+		v->has_state = eb_client_state(c, &v->state) >= 0;
 	return r;
 }
 

@@ -49,6 +49,10 @@ struct view {
 	uint64_t counters[_EB_COUNTER_MAX];
 	/* Empty (n == 0) from a broker that keeps no history. */
 	struct view_series history[_VIEW_WINDOW_MAX];
+	/* The drain, the reloads, the upstream; has_state false from a broker that predates STATE.
+	 */
+	struct eb_msg_state state;
+	bool has_state;
 	uint64_t broker_id;
 	char version[32];
 	uint64_t read_at_s; /* CLOCK_REALTIME when read, for the times of day on the page */

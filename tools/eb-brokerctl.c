@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "brokerctl-actions.h"
 #include "brokerctl-history.h"
 #include "cli.h"
 #include "log.h"
@@ -39,9 +40,12 @@ static bool arg_json;
 static void help(void)
 {
 	printf(
-	    "Usage: eb-brokerctl [OPTIONS] status|sources|sinks|users|history [--json]\n\n"
-	    "Shows a broker's pool, its sources, its sinks, its users or its history.\n\n"
-	    "  status                pool level, capacity, totals in and out\n"
+	    "Usage: eb-brokerctl [OPTIONS] status|sources|sinks|users|history [--json]\n"
+	    "       eb-brokerctl [OPTIONS] drain|undrain|disconnect ID|disconnect-user USER\n\n"
+	    "Shows a broker's pool, its sources, its sinks, its users or its history; or acts\n"
+	    "on it (an admin's action, logged with who asked).\n\n"
+	    "  status                pool level, capacity, totals in and out; the drain, the\n"
+	    "                        reloads and the upstream\n"
 	    "  sources               one line per source session: user, peer, kind, bytes in,\n"
 	    "                        bits credited, claimed H, health, last seen\n"
 	    "  sinks                 one line per sink session: user, peer, bits served, quota\n"
@@ -49,7 +53,11 @@ static void help(void)
 	    "  users                 one line per configured user: roles, sessions, totals\n"
 	    "  history               the last hour and day: a sparkline per series (pool level,\n"
 	    "                        bits in and out, sources, sinks, alarms, EMPTY answers),\n"
-	    "                        then each source's and sink's bits over the hour and day\n\n"
+	    "                        then each source's and sink's bits over the hour and day\n"
+	    "  drain                 the balancers' agent answers \"drain\": no new clients\n"
+	    "  undrain               the agent answers by the pool level again\n"
+	    "  disconnect ID         closes session ID (the ID column of sources, sinks)\n"
+	    "  disconnect-user USER  closes every session of USER but this one\n\n"
 	    "      --json            print one JSON object\n" EB_CLI_CLIENT_HELP
 	    "\nWithout --broker, unix:/run/entropy-broker/broker.sock is used.\n"
 	    "See eb-brokerctl(1).\n");
@@ -68,7 +76,9 @@ static void add_u64(struct json_object *o, const char *key, uint64_t v)
 	json_object_object_add(o, key, json_object_new_uint64(v));
 }
 
-static void print_status(const char *broker, const struct eb_msg_status *st)
+/* state: NULL from a broker that predates STATE. */
+static void print_status(const char *broker, const struct eb_msg_status *st,
+                         const struct eb_msg_state *state)
 {
 	unsigned pct = st->capacity_bits ? (unsigned)(st->pool_bits * 100 / st->capacity_bits) : 0;
 
@@ -85,6 +95,8 @@ static void print_status(const char *broker, const struct eb_msg_status *st)
 		add_u64(o, "bits_out", st->bits_out);
 		add_u64(o, "bytes_drbg", st->bytes_drbg);
 		add_u64(o, "uptime_s", st->uptime_s);
+		if (state)
+			brokerctl_state_json(state, o);
 		print_json(o);
 		json_object_put(o);
 		return;
@@ -98,6 +110,8 @@ static void print_status(const char *broker, const struct eb_msg_status *st)
 	       "Uptime:   %u s\n",
 	       broker, st->pool_bits, st->capacity_bits, pct, st->sources, st->sinks, st->bits_in,
 	       st->bits_out, st->bytes_drbg, st->uptime_s);
+	if (state)
+		brokerctl_state_print(state);
 }
 
 static struct json_object *roles_json(unsigned roles)
@@ -409,8 +423,11 @@ int main(int argc, char *argv[])
 {
 	struct eb_client_options o = {.roles = EB_ROLE_ADMIN, .kind = "eb-brokerctl"};
 	_cleanup_(eb_client_freep) struct eb_client *client = NULL;
+	struct eb_msg_action_req action;
 	struct eb_msg_status st;
-	enum command cmd;
+	struct eb_msg_state state;
+	bool is_action = false;
+	enum command cmd = _CMD_INVALID;
 	int r;
 
 	log_setup(argv[0]);
@@ -418,21 +435,27 @@ int main(int argc, char *argv[])
 	if (r != EB_CLI_CONTINUE)
 		return r;
 	if (optind >= argc) {
-		log_error(
-		    "Expected a command: status, sources, sinks, users or history; see --help");
+		log_error("Expected a command: status, sources, sinks, users, history, drain, "
+		          "undrain, disconnect or disconnect-user; see --help");
 		return 2;
 	}
-	cmd = command_from_string(argv[optind]);
-	if (cmd < 0) {
-		log_error(
-		    "Unknown command \"%s\"; the commands are: status, sources, sinks, users, "
-		    "history",
-		    argv[optind]);
+	r = brokerctl_action_parse(argc - optind, argv + optind, &action);
+	if (r < 0)
 		return 2;
-	}
-	if (optind + 1 < argc) {
-		log_error("Unexpected argument \"%s\"; see --help", argv[optind + 1]);
-		return 2;
+	is_action = r > 0;
+	if (!is_action) {
+		cmd = command_from_string(argv[optind]);
+		if (cmd < 0) {
+			log_error(
+			    "Unknown command \"%s\"; the commands are: status, sources, sinks, "
+			    "users, history, drain, undrain, disconnect, disconnect-user",
+			    argv[optind]);
+			return 2;
+		}
+		if (optind + 1 < argc) {
+			log_error("Unexpected argument \"%s\"; see --help", argv[optind + 1]);
+			return 2;
+		}
 	}
 	if (eb_cli_client_new(&o, &client) < 0)
 		return 2;
@@ -442,6 +465,8 @@ int main(int argc, char *argv[])
 		          eb_client_last_error(client));
 		return 1;
 	}
+	if (is_action)
+		return brokerctl_action(client, &action, arg_json);
 	if (cmd == CMD_HISTORY)
 		return brokerctl_history(client, arg_json) < 0 ? 1 : 0;
 	if (cmd != CMD_STATUS)
@@ -452,6 +477,12 @@ int main(int argc, char *argv[])
 		          eb_client_last_error(client));
 		return 1;
 	}
-	print_status(eb_client_broker(client), &st);
+	/* A broker that predates STATE closes on it: its status is shown all the same. */
+	r = eb_client_state(client, &state);
+	if (r < 0)
+		log_warning("Broker %s did not answer STATE (older than eb-brokerctl?): %s; "
+		            "showing its status without the drain, reloads and upstream",
+		            eb_client_broker(client), eb_client_last_error(client));
+	print_status(eb_client_broker(client), &st, r < 0 ? NULL : &state);
 	return 0;
 }

@@ -93,6 +93,21 @@ static void write_broker(FILE *f, const struct view *v)
 	sample(f, "eb_uptime_seconds", st->uptime_s);
 }
 
+/* What Prometheus says of its own configuration (prometheus_config_last_reload_*), said of the
+ * broker's, and the drain an admin set. */
+static void write_state(FILE *f, const struct eb_msg_state *st)
+{
+	family(f, "eb_config_last_reload_successful", "gauge",
+	       "Whether the last reload of the configuration succeeded (1; also before any).");
+	sample(f, "eb_config_last_reload_successful", !(st->flags & EB_STATE_RELOAD_FAILED));
+	family(f, "eb_config_last_reload_success_timestamp_seconds", "gauge",
+	       "When the running configuration was loaded, at start or by a reload.");
+	sample(f, "eb_config_last_reload_success_timestamp_seconds", st->config_loaded_ms / 1000);
+	family(f, "eb_drained", "gauge",
+	       "Whether an admin drained the broker (eb-brokerctl drain): 1 or 0.");
+	sample(f, "eb_drained", !!(st->flags & EB_STATE_DRAINED));
+}
+
 /* Why a sink waits: the pool (a GET held, or answered EMPTY) or its user's quota. */
 enum wait_reason {
 	WAIT_EMPTY,
@@ -348,6 +363,8 @@ void prometheus_write(FILE *f, const struct view *v, bool up, bool om)
 		write_sessions(f, v->sessions, v->n_sessions);
 		write_users(f, v->users, v->n_users);
 		write_counters(f, v->counters);
+		if (v->has_state)
+			write_state(f, &v->state);
 	}
 	if (openmetrics)
 		fputs("# EOF\n", f);
