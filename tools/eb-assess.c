@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "assess-health.h"
+#include "assess-noniid.h"
 #include "assess-plot.h"
 #include "assess-stats.h"
 #include "cli.h"
@@ -194,6 +195,21 @@ static void json_number(const char *key, double v)
 		printf(", \"%s\": %.6f", key, v);
 }
 
+/* One object of the ten estimates, by key; null where one did not run. */
+static void json_estimates(const char *key, const double h[_ASSESS_ESTIMATOR_MAX])
+{
+	printf(", \"%s\": {", key);
+	for (unsigned i = 0; i < _ASSESS_ESTIMATOR_MAX; i++) {
+		const char *k = assess_estimator_to_key(i);
+
+		if (isnan(h[i]))
+			printf("%s\"%s\": null", i ? ", " : "", k);
+		else
+			printf("%s\"%s\": %.6f", i ? ", " : "", k, h[i]);
+	}
+	putchar('}');
+}
+
 static uint64_t alarms(const struct assess_health *a)
 {
 	uint64_t sum = 0;
@@ -203,19 +219,17 @@ static uint64_t alarms(const struct assess_health *a)
 	return sum;
 }
 
-static void print_json(const char *path, const struct eb_estimate *e, const struct assess_stats *st,
-                       const struct assess_health *a, bool truncated)
+static void print_json(const char *path, const struct assess_noniid *e,
+                       const struct assess_stats *st, const struct assess_health *a, bool truncated)
 {
 	printf("{\"file\": ");
 	json_string(path);
 	printf(", \"bytes\": %zu, \"truncated\": %s, \"bits\": %u", st->bytes,
 	       truncated ? "true" : "false", e->bits);
-	printf(", \"sp800_90b\": {\"mcv\": %.6f", e->mcv);
-	json_number("lag", e->lag);
-	json_number("bitstring_mcv", e->bit_mcv);
-	json_number("bitstring_collision", e->bit_collision);
-	json_number("bitstring_markov", e->bit_markov);
-	json_number("bitstring_lag", e->bit_lag);
+	printf(", \"sp800_90b\": {\"alphabet\": %u, \"bitstring_bits\": %zu", e->alphabet,
+	       e->bitstring);
+	json_estimates("literal", e->literal);
+	json_estimates("bitstring", e->bitstring_h);
 	json_number("h_original", e->h_original);
 	json_number("h_bitstring", e->h_bitstring);
 	json_number("min_entropy", e->min_entropy);
@@ -241,22 +255,32 @@ static void print_json(const char *path, const struct eb_estimate *e, const stru
 	printf("}\n");
 }
 
-static void print_text(const char *path, const struct eb_estimate *e, const struct assess_stats *st,
-                       const struct assess_health *a)
+static void print_text(const char *path, const struct assess_noniid *e,
+                       const struct assess_stats *st, const struct assess_health *a)
 {
 	struct eb_health_failure fail;
 
 	printf("%s: %zu bytes, samples of %u bits\n\n", path, st->bytes, e->bits);
-	printf("SP 800-90B min-entropy estimates (section 6.3, non-IID):\n");
-	printf("  most common value        %8.4f bits/sample\n", e->mcv);
-	printf("  lag prediction           %8.4f bits/sample\n", e->lag);
-	printf("  bit string: MCV          %8.4f bits/bit\n", e->bit_mcv);
-	printf("  bit string: collision    %8.4f bits/bit\n", e->bit_collision);
-	printf("  bit string: Markov       %8.4f bits/bit\n", e->bit_markov);
-	printf("  bit string: lag          %8.4f bits/bit\n", e->bit_lag);
-	printf("  min-entropy              %8.4f bits/sample = min(%.4f, %u x %.4f)\n\n",
-	       e->min_entropy, e->h_original, e->bits, e->h_bitstring);
-
+	printf("SP 800-90B min-entropy estimates (section 6.3, non-IID), %u distinct values:\n",
+	       e->alphabet);
+	printf("  %-24s %10s %14s\n", "estimator", "samples", "bit string");
+	for (unsigned i = 0; i < _ASSESS_ESTIMATOR_MAX; i++) {
+		printf("  %-24s", assess_estimator_to_string(i));
+		if (isnan(e->literal[i]))
+			printf(" %10s", "-");
+		else
+			printf(" %10.6f", e->literal[i]);
+		if (isnan(e->bitstring_h[i]))
+			printf(" %14s\n", "-");
+		else
+			printf(" %14.6f\n", e->bitstring_h[i]);
+	}
+	if (e->bitstring > 0)
+		printf("  min-entropy              %8.4f bits/sample = min(%.4f, %u x %.4f)\n\n",
+		       e->min_entropy, e->h_original, e->bits, e->h_bitstring);
+	else
+		printf("  min-entropy              %8.4f bits/sample = min(%.4f)\n\n",
+		       e->min_entropy, e->h_original);
 	printf("Byte statistics (as ent computes them):\n");
 	printf("  entropy                  %8.4f bits/byte (an optimal coder saves %.2f %%)\n",
 	       st->entropy, st->compression);
@@ -286,6 +310,42 @@ static void print_text(const char *path, const struct eb_estimate *e, const stru
 		printf("  first alarm              %s at sample %" PRIu64 " (count %u, value %u)\n",
 		       eb_health_test_to_string(fail.test), fail.sample, fail.count, fail.value);
 	printf("  creditable samples       %" PRIu64 " of %zu\n", a->health.credited, st->bytes);
+}
+
+/* Figures are reported to six decimals, rounded down: a report never credits more than the
+ * computation gave, not even by the last digit. */
+static double round_down(double h)
+{
+	return isnan(h) ? h : floor(h * 1e6) / 1e6;
+}
+
+static void round_down_all(struct assess_noniid *e)
+{
+	for (unsigned i = 0; i < _ASSESS_ESTIMATOR_MAX; i++) {
+		e->literal[i] = round_down(e->literal[i]);
+		e->bitstring_h[i] = round_down(e->bitstring_h[i]);
+	}
+	e->h_original = round_down(e->h_original);
+	e->h_bitstring = round_down(e->h_bitstring);
+	e->min_entropy = round_down(e->min_entropy);
+}
+
+/* The non-IID track, its figures rounded down. */
+static int estimate(const char *path, const uint8_t *s, size_t n, unsigned bits,
+                    struct assess_noniid *ret)
+{
+	int r;
+
+	r = assess_noniid_run(s, n, bits, ret);
+	/* One value only: no entropy at all, which is the answer, not a failure. */
+	if (r == -EDOM) {
+		ret->h_original = ret->h_bitstring = ret->min_entropy = 0;
+		r = 0;
+	}
+	if (r < 0)
+		return log_error_errno(r, "Failed to estimate the min-entropy of '%s': %m", path);
+	round_down_all(ret);
+	return 0;
 }
 
 static int plot_all(const char *dir, const char *name, const uint8_t *s, size_t n,
@@ -324,7 +384,7 @@ int main(int argc, char *argv[])
 	_cleanup_free_ uint8_t *s = NULL;
 	struct assess_health a = {};
 	struct assess_stats st;
-	struct eb_estimate e;
+	struct assess_noniid e;
 	const char *path, *name;
 	unsigned bits;
 	size_t n = 0;
@@ -366,11 +426,9 @@ int main(int argc, char *argv[])
 		return 2;
 	}
 
-	r = eb_estimate_min_entropy(s, n, bits, &e);
-	if (r < 0) {
-		log_error_errno(r, "Failed to estimate the min-entropy of '%s': %m", path);
+	r = estimate(path, s, n, bits, &e);
+	if (r < 0)
 		return 1;
-	}
 	assess_stats_compute(s, n, &st);
 	/* An estimate of 0 still runs the tests, at the least claim that gives them cutoffs. */
 	r = assess_health_run(s, n, bits, arg_claim > 0 ? arg_claim : MAX(e.min_entropy, 1e-6),

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Turns the JSON reports of NIST's SP 800-90B reference tool (ea_non_iid -o, ea_iid -o,
+ea_restart -o) on the comparison sets into the table the agreement test reads,
+tests/assess/sp90b-reference.tsv. docs/assess.md says how to take the reports.
+
+    sp90b-table.py DIR > sp90b-reference.tsv
+
+DIR holds SET.non_iid.json, and where taken SET.iid.json and SET.restart.json. The table's rows:
+set, track (literal, bitstring, final, iid, restart), item, value; a value is a figure to its
+last digit or, for a verdict, pass or fail."""
+
+import glob
+import json
+import os
+import sys
+
+# The reference's test case names, and the keys eb-assess --json uses.
+CASES = {
+    "Most Common Value": "mcv",
+    "Collision Test (for bit strings only)": "collision",
+    "Markov Test (for bit strings only)": "markov",
+    "Compression Test (for bit strings only)": "compression",
+    "T-Tuple Test": "t_tuple",
+    "LRS Test": "lrs",
+    "Multi Most Common in Window Test": "multi_mcw",
+    "Lag Prediction Test": "lag",
+    "Multi Markov Model with Counting Test (MultiMMC)": "multi_mmc",
+    "LZ78Y Test": "lz78y",
+}
+# Where each figure sits in a test case: (JSON field, track).
+FIELDS = [("hOriginal", "literal"), ("tTupleRes", "literal"), ("lrsRes", "literal"),
+          ("hBitstring", "bitstring"), ("binTTupleRes", "bitstring"), ("binLrsRes", "bitstring")]
+
+
+def rows_non_iid(name, report):
+    for case in report["testCases"]:
+        desc = case["testCaseDesc"]
+        if desc == "Overall":
+            yield name, "final", "min_entropy", repr(case["hAssessed"])
+            continue
+        for field, track in FIELDS:
+            # A field the reference left at its -1 did not run.
+            if field in case and case[field] >= 0:
+                yield name, track, CASES[desc], repr(case[field])
+
+
+def rows_iid(name, report):
+    case = report["testCases"][0]
+    yield name, "iid", "samples", str(report.get("samples", 100000))
+    for field, item in (("passedIidPermutationTests", "permutation"),
+                        ("passedChiSquareTests", "chi_square"),
+                        ("passedLongestRepeatedSubstringTest", "lrs")):
+        yield name, "iid", item, "pass" if case[field] else "fail"
+    yield name, "iid", "verdict", "pass" if report["IID"] else "fail"
+
+
+def rows_restart(name, report):
+    for case in report["testCases"]:
+        if "passedSanityCheck" in case or "sanityCheck" in case:
+            ok = case.get("passedSanityCheck", case.get("sanityCheck") == "pass")
+            yield name, "restart", "sanity", "pass" if ok else "fail"
+        for field, item in (("rowMaxCount", "row_max"), ("columnMaxCount", "column_max"),
+                            ("maxCount", "max_count"), ("cutoff", "cutoff")):
+            if field in case:
+                yield name, "restart", item, str(case[field])
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("Usage: sp90b-table.py DIR")
+    d = sys.argv[1]
+    print("# NIST SP800-90B_EntropyAssessment v1.1.8 (commit 68ed165f), on the sets "
+          "tests/assess/sp90b-sets.py writes;\n# regenerate with tests/assess/sp90b-table.py "
+          "(docs/assess.md).\n# set\ttrack\titem\tvalue")
+    for path in sorted(glob.glob(os.path.join(d, "*.non_iid.json"))):
+        name = os.path.basename(path).split(".")[0]
+        with open(path) as f:
+            rows = list(rows_non_iid(name, json.load(f)))
+        for kind, fn in (("iid", rows_iid), ("restart", rows_restart)):
+            p = os.path.join(d, f"{name}.{kind}.json")
+            if os.path.exists(p):
+                with open(p) as f:
+                    rows += list(fn(name, json.load(f)))
+        for row in rows:
+            print("\t".join(row))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""eb-assess against NIST's SP 800-90B reference tool, on the seeded sets sp90b-sets.py writes:
+every estimator the reference ran (on the samples and on their bit string) within 1e-4 of the
+reference's figure in sp90b-reference.tsv, no estimator run by one and not the other, and
+eb-assess's final figure never above the reference's.
+
+    test-sp90b-agreement.py EB_ASSESS SETS_SCRIPT TABLE [SET...]"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+TOLERANCE = 1e-4
+failed = 0
+n_check = 0
+
+
+def check(cond, what):
+    global failed, n_check
+    n_check += 1
+    print(("ok %d - " if cond else "not ok %d - ") % n_check + what, flush=True)
+    failed += not cond
+
+
+def load(table):
+    ref = {}
+    with open(table) as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            name, track, item, value = line.rstrip("\n").split("\t")
+            ref.setdefault(name, {}).setdefault(track, {})[item] = value
+    return ref
+
+
+def compare(name, ours, ref):
+    for track in ("literal", "bitstring"):
+        want = ref.get(track, {})
+        for key, h in ours[track].items():
+            if key in want:
+                diff = abs(h - float(want[key])) if h is not None else float("inf")
+                check(diff <= TOLERANCE, f"{name} {track} {key}: {h} against the reference's "
+                      f"{float(want[key]):.6f} (off by {diff:.2g})")
+            else:
+                check(h is None, f"{name} {track} {key}: not run, as the reference did not")
+    final = float(ref["final"]["min_entropy"])
+    check(ours["min_entropy"] <= final and final - ours["min_entropy"] <= TOLERANCE,
+          f"{name}: final {ours['min_entropy']:.6f} <= the reference's {final:.6f}, within "
+          f"{TOLERANCE}")
+
+
+def main():
+    if len(sys.argv) < 4:
+        sys.exit(__doc__)
+    tool, sets, table = sys.argv[1:4]
+    ref = load(table)
+    names = sys.argv[4:] or sorted(ref)
+    print(f"1..{len(names) * 21}")
+    with tempfile.TemporaryDirectory(prefix="sp90b-") as tmp:
+        subprocess.run([sys.executable, sets, tmp] + names, check=True)
+        for name in names:
+            start = time.monotonic()
+            p = subprocess.run([tool, "--json", os.path.join(tmp, name + ".bin")],
+                               capture_output=True, text=True, timeout=300)
+            if p.returncode != 0:
+                check(False, f"{name}: eb-assess exits 0 ({p.stderr.strip()})")
+                continue
+            print(f"# {name}: {time.monotonic() - start:.1f} s")
+            compare(name, json.loads(p.stdout)["sp800_90b"], ref[name])
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
