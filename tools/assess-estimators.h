@@ -8,19 +8,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "assess-predict-bits.h"
+
 /* 6.3.4's block width in bits and its dictionary's warm-up in blocks. */
 #define ASSESS_COMPRESSION_B 6u
 #define ASSESS_COMPRESSION_D 1000u
 /* 6.3.5: a tuple length counts while some tuple of it occurs this often. */
 #define ASSESS_TUPLE_MIN_COUNT 35u
-/* 6.3.7's windows; 6.3.8's lags; 6.3.9's context lengths and dictionary (x, y) entries; 6.3.10's
- * longest string and dictionary strings. */
-#define ASSESS_MCW_WINDOWS   4u
-#define ASSESS_LAG_D         128u
-#define ASSESS_MMC_D         16u
-#define ASSESS_MMC_ENTRIES   100000u
-#define ASSESS_LZ78Y_B       16u
-#define ASSESS_LZ78Y_STRINGS 65536u
+/* 6.3.7's windows; 6.3.8's lags (6.3.9's and 6.3.10's sizes are in assess-predict-bits.h). */
+#define ASSESS_MCW_WINDOWS 4u
+#define ASSESS_LAG_D       128u
 
 double assess_mcv(const uint8_t *s, size_t n);         /* 6.3.1 */
 double assess_collision(const uint8_t *b, size_t n);   /* 6.3.2, binary */

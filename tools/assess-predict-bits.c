@@ -10,7 +10,6 @@
 #include <stdlib.h>
 
 #include "assess-bound.h"
-#include "assess-estimators.h"
 #include "macro.h"
 
 /* Tables for contexts of 1..D bits: table[len - 1] has 2^len pairs of counts. */
