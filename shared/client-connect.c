@@ -12,6 +12,7 @@
 #include "conn.h"
 #include "credential.h"
 #include "key.h"
+#include "lookup.h"
 #include "macro.h"
 #include "sigpipe.h"
 #include "srv.h"
@@ -223,7 +224,11 @@ static int open_connection(struct eb_client *c, unsigned i, const struct eb_uri 
 	const char *why;
 	int fd, r;
 
-	r = eb_uri_connect(uri, op_timeout(c), &fd);
+	r = eb_uri_connect_cancel(uri, op_timeout(c), c->cancel_fd, c->cancel_events, &fd);
+	if (r == -ECANCELED) {
+		snprintf(c->last_error, sizeof(c->last_error), "stopped");
+		return r;
+	}
 	if (r == -EADDRNOTAVAIL && (why = eb_uri_resolve_error())) {
 		if (c->srv[i])
 			snprintf(c->last_error, sizeof(c->last_error),
@@ -370,16 +375,42 @@ static int connect_one(struct eb_client *c, unsigned i, const struct eb_uri *uri
 		r = await_welcome(c, uri, name);
 	return r;
 }
+/* The caller's deadline or that of eb_client_connect_retry() has passed: the rest of a pass
+ * would only start look-ups and connects it cannot wait for. */
+static bool out_of_time(const struct eb_client *c)
+{
+	uint64_t now = eb_now_ms();
+
+	return (c->deadline_ms && now >= c->deadline_ms) ||
+	       (c->connect_deadline_ms && now >= c->connect_deadline_ms);
+}
+
+/* What a look-up of the records may wait: as long as a connection attempt, and no longer than a
+ * stop. */
+static struct eb_lookup_bound lookup_bound(const struct eb_client *c)
+{
+	return (struct eb_lookup_bound){
+	    .deadline_ms = eb_now_ms() + (uint64_t)op_timeout(c),
+	    .cancel_fd = c->cancel_fd,
+	    .cancel_events = c->cancel_events,
+	};
+}
+
 /* Tries a srv: address's targets in RFC 2782's order, looking the records up again when their
  * time is up or every target failed. */
 static int connect_srv(struct eb_client *c, unsigned i)
 {
 	struct eb_srv *s = c->srv[i];
+	struct eb_lookup_bound bound = lookup_bound(c);
 	int n, r = -EHOSTUNREACH;
 
 	c->current = (int)i;
 	snprintf(c->current_text, sizeof(c->current_text), "%s", c->uri_text[i]);
-	n = eb_srv_refresh(s, eb_now_ms());
+	n = eb_srv_refresh(s, eb_now_ms(), &bound);
+	if (n == -ECANCELED) {
+		snprintf(c->last_error, sizeof(c->last_error), "stopped");
+		return n;
+	}
 	if (n < 0) {
 		snprintf(c->last_error, sizeof(c->last_error), "%s", eb_srv_error(s));
 		return n == -ENOENT || n == -EBADMSG ? -EHOSTUNREACH : n;
@@ -396,6 +427,8 @@ static int connect_srv(struct eb_client *c, unsigned i)
 		if (r >= 0 || r == -ECANCELED)
 			return r;
 		eb_srv_failed(s, (size_t)j);
+		if (out_of_time(c))
+			break;
 	}
 	return r;
 }
@@ -407,13 +440,17 @@ static int connect_srv(struct eb_client *c, unsigned i)
  * an answer keeps the connection. */
 int client_srv_follow(struct eb_client *c)
 {
+	struct eb_lookup_bound bound;
 	struct eb_srv *s;
 	int r;
 
 	if (!c->conn || c->current < 0 || !(s = c->srv[c->current]) ||
 	    !eb_srv_expired(s, eb_now_ms()))
 		return 0;
-	r = eb_srv_refresh(s, eb_now_ms());
+	bound = lookup_bound(c);
+	r = eb_srv_refresh(s, eb_now_ms(), &bound);
+	if (r == -ECANCELED)
+		return client_fail(c, r, "stopped");
 	/* -ENOENT: the records are gone, and this target with them. */
 	if (r < 0 && r != -ENOENT)
 		return 0;
@@ -437,7 +474,7 @@ int eb_client_connect(struct eb_client *c)
 		r = c->srv[i] ? connect_srv(c, i) : connect_one(c, i, &c->uris[i], c->uri_text[i]);
 		/* A stop (eb_client_set_cancel()) ends the pass: the next broker's connect would
 		 * not hear it. */
-		if (r >= 0 || r == -ECANCELED)
+		if (r >= 0 || r == -ECANCELED || out_of_time(c))
 			break;
 	}
 	if (c->watch)

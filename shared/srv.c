@@ -19,11 +19,13 @@
 /* <arpa/nameser.h> brings <sys/param.h>'s MIN and MAX; macro.h's are the project's. */
 #undef MIN
 #undef MAX
+#include "lookup.h"
 #include "macro.h"
 
 /* Wait per query and tries per server that a look-up may spend at most, whatever resolv.conf
- * says: a client's connection pass is bounded by its timeout, and glibc's defaults (5 s, 2 tries,
- * per server) would overrun it. */
+ * says. The caller waits no longer than its own deadline (lookup.h); these bound how long the
+ * thread of a look-up it gave up on lives on, which glibc's defaults (5 s, 2 tries, per server)
+ * would stretch. */
 #define QUERY_TIMEOUT_S 2
 #define QUERY_TRIES     2
 /* The largest DNS message (over TCP), which is what an answer too large for UDP comes as. */
@@ -247,25 +249,29 @@ struct eb_srv *eb_srv_free(struct eb_srv *s)
 #define LOOKUP_FAILED(s, r, fmt)                                                                   \
 	(snprintf((s)->error, sizeof((s)->error), "srv:%s: " fmt, (s)->name, (s)->qname), (r))
 
-static int lookup(struct eb_srv *s, struct eb_srv_record *recs, size_t *ret_n, uint32_t *ret_ttl)
+static int lookup(struct eb_srv *s, const struct eb_lookup_bound *bound, struct eb_srv_record *recs,
+                  size_t *ret_n, uint32_t *ret_ttl)
 {
 	_cleanup_free_ uint8_t *answer = NULL;
-	struct __res_state st;
 	int len, herr, r;
 
 	answer = malloc(ANSWER_MAX);
 	if (!answer)
 		return -ENOMEM;
-	memset(&st, 0, sizeof(st));
-	if (res_ninit(&st) < 0)
+	len = eb_lookup_query(s->qname, ns_c_in, ns_t_srv, QUERY_TIMEOUT_S, QUERY_TRIES, answer,
+	                      ANSWER_MAX, bound, &herr);
+	if (len == -ECANCELED || len == -ENOMEM)
+		return len;
+	if (len == -EIO)
 		return LOOKUP_FAILED(
 		    s, -EAGAIN,
 		    "cannot look up %s: the resolver's configuration (/etc/resolv.conf) is unusable");
-	st.retrans = MIN(st.retrans, QUERY_TIMEOUT_S);
-	st.retry = MIN(st.retry, QUERY_TRIES);
-	len = res_nquery(&st, s->qname, ns_c_in, ns_t_srv, answer, ANSWER_MAX);
-	herr = st.res_h_errno;
-	res_nclose(&st);
+	if (len == -ETIMEDOUT || len == -EAGAIN)
+		return LOOKUP_FAILED(
+		    s, -EAGAIN,
+		    "no answer to the SRV query for %s in time; check the nameserver lines of /etc/resolv.conf");
+	if (len < 0 && len != -ENXIO)
+		return LOOKUP_FAILED(s, -EAGAIN, "cannot look up %s: out of resources");
 	if (len < 0)
 		switch (herr) {
 		case HOST_NOT_FOUND:
@@ -302,7 +308,7 @@ static int lookup(struct eb_srv *s, struct eb_srv_record *recs, size_t *ret_n, u
 	return 0;
 }
 
-int eb_srv_refresh(struct eb_srv *s, uint64_t now_ms)
+int eb_srv_refresh(struct eb_srv *s, uint64_t now_ms, const struct eb_lookup_bound *bound)
 {
 	struct eb_srv_record recs[EB_SRV_TARGETS_MAX];
 	uint32_t ttl;
@@ -311,7 +317,10 @@ int eb_srv_refresh(struct eb_srv *s, uint64_t now_ms)
 
 	if (s->n > 0 && now_ms < s->expires_ms && s->failed != (UINT64_C(1) << s->n) - 1)
 		return (int)s->n;
-	r = lookup(s, recs, &n, &ttl);
+	r = lookup(s, bound, recs, &n, &ttl);
+	/* A stop says nothing about the records. */
+	if (r == -ECANCELED || r == -ENOMEM)
+		return r;
 	if (r < 0) {
 		/* A server that does not answer is no reason to forget where the brokers were;
 		 * one that says there are none is. */

@@ -50,6 +50,8 @@ void eb_srv_order(struct eb_srv_record *r, size_t n, eb_srv_random_t rnd, void *
 /* rnd for eb_srv_order() from getrandom(). */
 uint32_t eb_srv_random(uint32_t bound, void *userdata);
 
+struct eb_lookup_bound;
+
 /* One srv: address's state in a client: the ordered targets and when to look them up again. */
 struct eb_srv;
 
@@ -63,11 +65,12 @@ static inline void eb_srv_freep(struct eb_srv **s)
 }
 
 /* Looks the records up when there are none yet, their time is up, or every target failed since
- * the last look-up; returns how many targets there are (at least 1). On failure the error names
- * the address, the owner name and the DNS error (eb_srv_error()); -ENOENT for no such records,
- * -EAGAIN for a server that did not answer. A temporary failure keeps the last good answer for
+ * the last look-up, waiting for the DNS no longer than bound allows (lookup.h); returns how many
+ * targets there are (at least 1). On failure the error names the address, the owner name and the
+ * DNS error (eb_srv_error()); -ENOENT for no such records, -EAGAIN for a server that did not
+ * answer (in time), -ECANCELED for a stop. A temporary failure keeps the last good answer for
  * EB_SRV_RETRY_S. */
-int eb_srv_refresh(struct eb_srv *s, uint64_t now_ms);
+int eb_srv_refresh(struct eb_srv *s, uint64_t now_ms, const struct eb_lookup_bound *bound);
 /* True when the answer's time (or a failed look-up's, EB_SRV_RETRY_S) is up. */
 bool eb_srv_expired(const struct eb_srv *s, uint64_t now_ms);
 /* The i-th target to try, in RFC 2782's order. */

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lookup.h"
 #include "macro.h"
 #include "time-util.h"
 #include "uri.h"
@@ -58,29 +59,51 @@ static int resolve_error(int e)
 	}
 }
 
-/* What getaddrinfo() said when this thread's last tcp_resolve() failed; 0 after one that did
- * not. */
+/* What getaddrinfo() said when this thread's last tcp_resolve() failed, 0 after one that did
+ * not; and whether it failed for want of an answer in time. */
 static _Thread_local int last_resolve_error;
+static _Thread_local bool last_resolve_late;
 
-static int tcp_resolve(const struct eb_uri *uri, bool passive, struct addrinfo **ret)
+/* Looks uri's host up; for a connection within bound (NULL: a listener's, as long as it takes),
+ * since getaddrinfo() itself waits as long as resolv.conf says, whatever the caller's timeout. */
+static int tcp_resolve(const struct eb_uri *uri, const struct eb_lookup_bound *bound,
+                       struct addrinfo **ret)
 {
 	struct addrinfo hints = {
 	    .ai_socktype = SOCK_STREAM,
-	    .ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0),
+	    .ai_flags = AI_NUMERICSERV | (bound ? 0 : AI_PASSIVE),
 	};
 	char port[8];
-	int e;
+	int e, r;
 
 	snprintf(port, sizeof(port), "%u", (unsigned)uri->port);
+	last_resolve_late = false;
+	if (!bound) {
+		e = getaddrinfo(uri->host, port, &hints, ret);
+		last_resolve_error = e;
+		return e != 0 ? resolve_error(e) : 0;
+	}
+	/* An address needs no DNS, nor a thread to wait for it on. */
+	hints.ai_flags |= AI_NUMERICHOST;
 	e = getaddrinfo(uri->host, port, &hints, ret);
+	hints.ai_flags &= ~AI_NUMERICHOST;
+	if (e != EAI_NONAME) {
+		last_resolve_error = e;
+		return e != 0 ? resolve_error(e) : 0;
+	}
+	r = eb_lookup_addrinfo(uri->host, port, &hints, bound, ret, &e);
 	last_resolve_error = e;
+	/* -EAGAIN: earlier look-ups are still unanswered, which says the same. */
+	last_resolve_late = r == -ETIMEDOUT || r == -EAGAIN;
 	if (e != 0)
 		return resolve_error(e);
-	return 0;
+	return r;
 }
 
 const char *eb_uri_resolve_error(void)
 {
+	if (last_resolve_late)
+		return "no answer from the DNS in time (check the nameserver lines of /etc/resolv.conf)";
 	return last_resolve_error != 0 && last_resolve_error != EAI_SYSTEM &&
 	               last_resolve_error != EAI_MEMORY
 	           ? gai_strerror(last_resolve_error)
@@ -94,7 +117,7 @@ static int listen_tcp(const struct eb_uri *uri, int *ret_fd)
 	const int one = 1, zero = 0;
 	int r;
 
-	r = tcp_resolve(uri, true, &ai);
+	r = tcp_resolve(uri, NULL, &ai);
 	if (r < 0)
 		return r;
 
@@ -213,10 +236,11 @@ int eb_uri_listen(const struct eb_uri *uri, int *ret_fd)
 	return -EINVAL;
 }
 
-/* Connects fd within timeout_ms (negative: no limit) and leaves it blocking. The socket is created
- * non-blocking so that an unreachable host costs the timeout, not the kernel's minutes of SYN
- * retries. */
-static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len, int timeout_ms)
+/* Connects fd within timeout_ms (negative: no limit), or until stop's cancel_fd shows a stop, and
+ * leaves it blocking. The socket is created non-blocking so that an unreachable host costs the
+ * timeout, not the kernel's minutes of SYN retries. */
+static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len, int timeout_ms,
+                      const struct eb_lookup_bound *stop)
 {
 	int64_t deadline = timeout_ms >= 0 ? (int64_t)eb_now_ms() + timeout_ms : -1;
 	socklen_t elen = sizeof(int);
@@ -227,14 +251,17 @@ static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len, int time
 			return negative_errno();
 
 		for (;;) {
-			struct pollfd p = {.fd = fd, .events = POLLOUT};
+			struct pollfd p[2] = {
+			    {.fd = fd, .events = POLLOUT},
+			    {.fd = stop->cancel_fd, .events = stop->cancel_events},
+			};
 			int wait = -1, k;
 
 			if (deadline >= 0) {
 				int64_t left = deadline - (int64_t)eb_now_ms();
 				wait = (int)MAX(left, 0);
 			}
-			k = poll(&p, 1, wait);
+			k = poll(p, stop->cancel_fd >= 0 ? 2 : 1, wait);
 			if (k < 0) {
 				if (errno == EINTR)
 					continue;
@@ -242,6 +269,9 @@ static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len, int time
 			}
 			if (k == 0)
 				return -ETIMEDOUT;
+			if (p[0].revents == 0 && stop->cancel_fd >= 0 &&
+			    (p[1].revents & (stop->cancel_events | POLLHUP | POLLERR | POLLNVAL)))
+				return -ECANCELED;
 			break;
 		}
 
@@ -257,14 +287,21 @@ static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len, int time
 	return 0;
 }
 
-static int connect_tcp(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
+static int connect_tcp(const struct eb_uri *uri, int timeout_ms, const struct eb_lookup_bound *stop,
+                       int *ret_fd)
 {
 	_cleanup_(freeaddrinfop) struct addrinfo *ai = NULL;
 	int64_t deadline = timeout_ms >= 0 ? (int64_t)eb_now_ms() + timeout_ms : -1;
+	struct eb_lookup_bound bound = *stop;
 	unsigned n = 0;
 	int r;
 
-	r = tcp_resolve(uri, false, &ai);
+	/* The name's look-up and the connects share the timeout: a silent DNS must not hold a
+	 * client past it. */
+	bound.deadline_ms = deadline >= 0 ? (uint64_t)MAX(deadline, 1) : 0;
+	r = tcp_resolve(uri, &bound, &ai);
+	if (r == -ECANCELED)
+		return r;
 	/* Not -EHOSTUNREACH: a name that does not resolve is a typo or a DNS failure, and "No
 	 * route to host" would send its reader to the network instead. */
 	if (r < 0 && eb_uri_resolve_error())
@@ -293,16 +330,19 @@ static int connect_tcp(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
 			r = negative_errno();
 			continue;
 		}
-		r = connect_fd(fd, a->ai_addr, a->ai_addrlen, t);
+		r = connect_fd(fd, a->ai_addr, a->ai_addrlen, t, stop);
 		if (r >= 0) {
 			*ret_fd = TAKE_FD(fd);
 			return 0;
 		}
+		if (r == -ECANCELED)
+			return r;
 	}
 	return r;
 }
 
-static int connect_unix(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
+static int connect_unix(const struct eb_uri *uri, int timeout_ms,
+                        const struct eb_lookup_bound *stop, int *ret_fd)
 {
 	_cleanup_close_ int fd = -EBADF;
 	struct sockaddr_un sa;
@@ -315,7 +355,7 @@ static int connect_unix(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return negative_errno();
-	r = connect_fd(fd, (const struct sockaddr *)&sa, len, timeout_ms);
+	r = connect_fd(fd, (const struct sockaddr *)&sa, len, timeout_ms, stop);
 	if (r < 0)
 		return r;
 
@@ -323,7 +363,8 @@ static int connect_unix(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
 	return 0;
 }
 
-static int connect_vsock(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
+static int connect_vsock(const struct eb_uri *uri, int timeout_ms,
+                         const struct eb_lookup_bound *stop, int *ret_fd)
 {
 	_cleanup_close_ int fd = -EBADF;
 	struct sockaddr_vm sa = {
@@ -336,7 +377,7 @@ static int connect_vsock(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
 	fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return negative_errno();
-	r = connect_fd(fd, (const struct sockaddr *)&sa, sizeof(sa), timeout_ms);
+	r = connect_fd(fd, (const struct sockaddr *)&sa, sizeof(sa), timeout_ms, stop);
 	if (r < 0)
 		return r;
 
@@ -424,19 +465,23 @@ static int connect_virtio(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
 	return 0;
 }
 
-int eb_uri_connect(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
+int eb_uri_connect_cancel(const struct eb_uri *uri, int timeout_ms, int cancel_fd,
+                          short cancel_events, int *ret_fd)
 {
+	const struct eb_lookup_bound stop = {.cancel_fd = cancel_fd,
+	                                     .cancel_events = cancel_events};
+
 	if (!uri || !ret_fd)
 		return -EINVAL;
 
 	switch (uri->kind) {
 	case EB_URI_TCP:
-		return connect_tcp(uri, timeout_ms, ret_fd);
+		return connect_tcp(uri, timeout_ms, &stop, ret_fd);
 	case EB_URI_UNIX:
 	case EB_URI_UNIX_TLS:
-		return connect_unix(uri, timeout_ms, ret_fd);
+		return connect_unix(uri, timeout_ms, &stop, ret_fd);
 	case EB_URI_VSOCK:
-		return connect_vsock(uri, timeout_ms, ret_fd);
+		return connect_vsock(uri, timeout_ms, &stop, ret_fd);
 	case EB_URI_VIRTIO:
 		return connect_virtio(uri, timeout_ms, ret_fd);
 	case EB_URI_SRV:
@@ -446,4 +491,9 @@ int eb_uri_connect(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
 		break;
 	}
 	return -EINVAL;
+}
+
+int eb_uri_connect(const struct eb_uri *uri, int timeout_ms, int *ret_fd)
+{
+	return eb_uri_connect_cancel(uri, timeout_ms, -EBADF, 0, ret_fd);
 }

@@ -48,8 +48,13 @@ int eb_uri_listen(const struct eb_uri *uri, int *ret_fd);
  * guest has no such port, -EBUSY when another process holds it, -ENOTCONN when the host side
  * stayed unconnected for timeout_ms. A srv: address names no one socket: -EOPNOTSUPP (the client
  * connects to its targets as tcp: addresses). A TCP host that does not resolve: -EADDRNOTAVAIL,
- * with the resolver's own words from eb_uri_resolve_error(). */
+ * with the resolver's own words from eb_uri_resolve_error(); a TCP host's look-up is bounded by
+ * timeout_ms too (a DNS server that does not answer in time: -EADDRNOTAVAIL, and says so). */
 int eb_uri_connect(const struct eb_uri *uri, int timeout_ms, int *ret_fd);
+/* The same, with a stop: once cancel_fd (-EBADF: none) shows one of cancel_events or POLLHUP,
+ * the look-up or the connect in progress ends with -ECANCELED. */
+int eb_uri_connect_cancel(const struct eb_uri *uri, int timeout_ms, int cancel_fd,
+                          short cancel_events, int *ret_fd);
 /* What the resolver said (gai_strerror(), "Name or service not known") when this thread's last
- * look-up of a TCP host failed, NULL when it did not. */
+ * look-up of a TCP host failed, or that it did not answer in time; NULL when it did not fail. */
 const char *eb_uri_resolve_error(void);
