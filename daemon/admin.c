@@ -25,12 +25,16 @@ static uint32_t ms_since(uint64_t then, uint64_t now)
 	return (uint32_t)MIN(ms, (uint64_t)UINT32_MAX);
 }
 
-static enum eb_source_health source_health(const struct session *s, uint64_t now)
+/* A source told SLEEP rests until it is woken: after its retry_ms it may send again, but one that
+ * waits for the WAKE (eb-source-jitter does) is as healthy as one that does not, for as long as
+ * the pool stays full. Its silence counts from its last PUT or its WAKE, whichever is later. */
+static enum eb_source_health source_health(const struct broker *b, const struct session *s,
+                                           uint64_t now)
 {
 	struct eb_source_seen seen = {
 	    .source = s->reg.roles & EB_ROLE_SOURCE,
-	    .asleep = session_is_asleep(s, now),
-	    .idle_ms = ms_since(s->last_usec, now),
+	    .asleep = session_is_asleep(s, now) || (s->asleep && b->sources_asleep),
+	    .idle_ms = ms_since(MAX(s->last_usec, s->woken_usec), now),
 	    .bytes_in = s->bytes_in,
 	    .put_claimed = s->put_claimed,
 	    .put_stuck = s->put_stuck,
@@ -73,7 +77,7 @@ static void session_row(struct broker *b, struct session *s, uint64_t now, uint8
 	*ret = (struct eb_report_session){
 	    .id = s->id,
 	    .roles = (uint8_t)s->reg.roles,
-	    .health = source_health(s, now),
+	    .health = source_health(b, s, now),
 	    .flags = s->reg.local ? 0 : EB_REPORT_TLS,
 	    .claim_mbits_per_byte = s->claim_mbits_per_byte,
 	    .connected_s = ms_since(s->reg.hs.accepted_usec, now) / 1000,

@@ -389,6 +389,8 @@ void session_tell_asleep(struct registry_entry *e, bool asleep)
 	(void)session_send(s, &m);
 	s->asleep = asleep;
 	s->asleep_until_usec = asleep ? broker_now(s->broker) + SCHEDULER_SLEEP_MS * 1000ULL : 0;
+	if (!asleep)
+		s->woken_usec = broker_now(s->broker);
 	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
 }
 

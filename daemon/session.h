@@ -75,6 +75,7 @@ struct session {
 	uint64_t
 	    starving_since_usec;    /* the first GET answered EMPTY since the last DATA; 0: none */
 	bool asleep;                /* SLEEP sent, WAKE not yet */
+	uint64_t woken_usec;        /* the last WAKE; 0: none */
 	uint64_t asleep_until_usec; /* when that SLEEP's retry_ms runs out */
 	uint8_t last_put[32];
 	bool have_last_put;

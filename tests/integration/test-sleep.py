@@ -3,7 +3,9 @@
 """SLEEP is repeated. A source told SLEEP rests retry_ms (60 s) unless a WAKE comes first, then
 may send again: if the pool is still at high water, its PUT is acknowledged (with no credit, the
 pool being full) and followed by a new SLEEP, and `eb-brokerctl sources` says asleep while it
-rests, not after. Before, the source got nothing more and its row said asleep for ever."""
+rests, not after. Before, the source got nothing more and its row said asleep for ever. A source
+that does not send again after its rest (it waits for the WAKE, as eb-source-jitter does) is not
+silent while the pool stays full: a resting source is no health alarm (issue 26)."""
 import json
 import os
 import struct
@@ -58,6 +60,15 @@ def test():
                  lambda: not sources(b)[0]["asleep"], timeout=90, interval=1)
         rested = time.monotonic() - t0
         check(rested >= 59, f"not before the 60 s were over ({rested:.1f} s)")
+        # Its rest is over, its last PUT 60 s old, the pool still full: it rests all the same
+        # (eb-source-jitter waits for WAKE), and a resting source is no health alarm.
+        row = sources(b)[0]
+        check(row["health"] == "ok", f"its rest over, it is not silent: {row['health']}")
+        row = wait_for("its last PUT 61 s old", lambda: [
+            r for r in sources(b) if r["last_seen_ms"] >= 61000], timeout=30, interval=0.5)[0]
+        check(row["health"] == "ok" and row["last_seen_ms"] >= 61000,
+              f"nor while it waits for a WAKE with the pool full ({row['health']}, last seen "
+              f"{row['last_seen_ms']} ms ago)")
         # Resuming into a pool still at high water: PUT_ACK with no credit, then SLEEP again.
         put(r)
         t, payload = r.recv()
