@@ -74,6 +74,8 @@ int assess_health_run(const uint8_t *s, size_t n, unsigned bits, double h_claim,
 			free(a.spans);
 			return r;
 		}
+		if (episodes == 0 && h->episodes == 1)
+			a.first = h->failure;
 		sp->rct_max = MAX(sp->rct_max, rct);
 		sp->apt_max = MAX(sp->apt_max, apt);
 		/* One sample raises at most one alarm: a new episode, or a repeat within one. */

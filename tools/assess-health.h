@@ -20,6 +20,9 @@ struct assess_health {
 	double h;                /* the claim the tests ran with */
 	bool h_raised;           /* h is above the estimate: the estimate has no cutoffs */
 	struct eb_health health; /* the tests' state after the whole capture */
+	/* The alarm that opened the first failure episode (health keeps only the last one's);
+	 * valid when health.episodes > 0. */
+	struct eb_health_failure first;
 	size_t n_spans;
 	size_t span_samples; /* samples per span; the last span may hold fewer */
 	struct assess_health_span *spans;

@@ -242,10 +242,14 @@ static void print_json(const char *path, const struct assess_noniid *e,
 	json_number("serial_correlation", st->correlation);
 	printf("}, \"health\": {\"claim\": %.6f, \"claim_raised\": %s, \"rct_cutoff\": %u, "
 	       "\"apt_cutoff\": %u, \"apt_window\": %u, \"state\": \"%s\", \"episodes\": %" PRIu64
-	       ", \"alarms\": %" PRIu64 ", \"credited\": %" PRIu64 "}",
+	       ", \"alarms\": %" PRIu64 ", \"credited\": %" PRIu64,
 	       a->h, a->h_raised ? "true" : "false", a->health.rct_cutoff, a->health.apt_cutoff,
 	       a->health.apt_window, eb_health_state_to_string(a->health.state), a->health.episodes,
 	       alarms(a), a->health.credited);
+	if (a->health.episodes > 0)
+		printf(", \"first_alarm\": {\"test\": \"%s\", \"sample\": %" PRIu64 "}",
+		       eb_health_test_to_string(a->first.test), a->first.sample);
+	putchar('}');
 	if (arg_plots) {
 		printf(", \"plots\": {\"histogram\": [%d, %d], \"pairs\": [%d, %d], \"health\": "
 		       "[%d, %d]}",
@@ -306,8 +310,12 @@ static void print_text(const char *path, const struct assess_noniid *e,
 	printf("  state at the end         %s, %" PRIu64 " failure episode(s), %" PRIu64
 	       " alarm(s)\n",
 	       eb_health_state_to_string(a->health.state), a->health.episodes, alarms(a));
-	if (eb_health_get_failure(&a->health, &fail) >= 0)
+	if (a->health.episodes > 0)
 		printf("  first alarm              %s at sample %" PRIu64 " (count %u, value %u)\n",
+		       eb_health_test_to_string(a->first.test), a->first.sample, a->first.count,
+		       a->first.value);
+	if (eb_health_get_failure(&a->health, &fail) >= 0 && a->health.episodes > 1)
+		printf("  last episode opened      %s at sample %" PRIu64 " (count %u, value %u)\n",
 		       eb_health_test_to_string(fail.test), fail.sample, fail.count, fail.value);
 	printf("  creditable samples       %" PRIu64 " of %zu\n", a->health.credited, st->bytes);
 }
