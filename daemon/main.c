@@ -2,10 +2,14 @@
 /* eb-brokerd: pools entropy from sources and serves it to sinks. */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <systemd/sd-daemon.h>
 
@@ -16,9 +20,13 @@
 #include "log.h"
 #include "uri.h"
 
+/* eb-brokerd.service's User= and Group=: whom --check-config reads as when run as root. */
+#define EB_SERVICE_USER "entropy-broker"
+
 static const char *arg_config;
 static bool arg_check_config;
 static const char *arg_check_path;
+static const char *arg_as_user;
 static char *arg_listen[EB_CONF_LISTEN_MAX];
 static unsigned arg_n_listen;
 
@@ -31,7 +39,10 @@ static void help(void)
 	    "      --check-config [PATH]\n"
 	    "                      check the configuration (PATH, or --config's, or the\n"
 	    "                      default with its drop-ins) and its key files, print every\n"
-	    "                      error as FILE:LINE: ..., and exit: 0 if it is good, 2 if not\n"
+	    "                      error as FILE:LINE: ..., and exit: 0 if it is good, 2 if not;\n"
+	    "                      run as root, read the default file as the service's user\n"
+	    "      --as-user NAME  with --check-config as root: read as NAME (for the default\n"
+	    "                      file: " EB_SERVICE_USER ", eb-brokerd.service's User=)\n"
 	    "  -l, --listen URI    listen on URI when not socket-activated (repeatable):\n"
 	    "                      tcp://HOST[:PORT], unix:/PATH, vsock://CID[:PORT]\n"
 	    "  -v, --verbose       log debug messages\n"
@@ -43,7 +54,7 @@ static void help(void)
 /* Returns 1 to go on, 0 to exit successfully (--help), or a negative errno for a usage error. */
 static int parse_argv(int argc, char *argv[])
 {
-	enum { ARG_VERSION = 0x100, ARG_CHECK_CONFIG };
+	enum { ARG_VERSION = 0x100, ARG_CHECK_CONFIG, ARG_AS_USER };
 	static const struct option options[] = {
 	    {"config", required_argument, NULL, 'c'},
 	    {"listen", required_argument, NULL, 'l'},
@@ -51,6 +62,7 @@ static int parse_argv(int argc, char *argv[])
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, ARG_VERSION},
 	    {"check-config", optional_argument, NULL, ARG_CHECK_CONFIG},
+	    {"as-user", required_argument, NULL, ARG_AS_USER},
 	    {},
 	};
 	int c;
@@ -89,6 +101,9 @@ static int parse_argv(int argc, char *argv[])
 			arg_check_config = true;
 			arg_check_path = optarg;
 			break;
+		case ARG_AS_USER:
+			arg_as_user = optarg;
+			break;
 		default:
 			return -EINVAL;
 		}
@@ -105,7 +120,50 @@ static int parse_argv(int argc, char *argv[])
 	if (optind < argc)
 		return log_error_errno(EINVAL, "Unexpected argument \"%s\"; see --help",
 		                       argv[optind]);
+	if (arg_as_user && !arg_check_config)
+		return log_error_errno(EINVAL, "--as-user is for --check-config; the service's "
+		                               "user is its unit's User=");
 	return 1;
+}
+
+/* --check-config run as root reads the service's configuration as the service would: as its
+ * user (the unit's User=), with its groups, so that a key file the service cannot read, or may
+ * not (root's group is no service's), is named with the service's fix and not root's. Another
+ * file (PATH, -c) is read as the caller unless --as-user names a user. A default user that does
+ * not exist (the package is not installed) leaves root reading, and says so. Returns 0, or -1
+ * having logged why. */
+static int become_service_user(void)
+{
+	const char *name = arg_as_user ? arg_as_user : EB_SERVICE_USER;
+	struct passwd pw, *pwp = NULL;
+	char buf[4096];
+	int r;
+
+	if (geteuid() != 0) {
+		if (arg_as_user)
+			log_warning("Not root: checking as the user this runs as, not %s", name);
+		return 0;
+	}
+	if (strcmp(name, "root") == 0 || (!arg_as_user && arg_config))
+		return 0;
+	r = getpwnam_r(name, &pw, buf, sizeof(buf), &pwp);
+	if (r != 0 || !pwp) {
+		if (arg_as_user) {
+			log_error("No user %s to check the configuration as (--as-user)", name);
+			return -1;
+		}
+		log_warning("No user %s (eb-brokerd.service's User=): checking as root, who may "
+		            "judge key files otherwise than the service; --as-user names another",
+		            name);
+		return 0;
+	}
+	if (initgroups(pw.pw_name, pw.pw_gid) < 0 || setgid(pw.pw_gid) < 0 ||
+	    setuid(pw.pw_uid) < 0) {
+		log_error_errno(errno, "Failed to become %s to check the configuration: %m", name);
+		return -1;
+	}
+	log_info("Checking as %s, the user the service runs as (--as-user names another)", name);
+	return 0;
 }
 
 /* --check-config: what a start or a reload would read, read the same way, with every error
@@ -115,6 +173,8 @@ static int check_config(void)
 	struct eb_conf *conf = NULL;
 	unsigned n_keys = 0;
 
+	if (become_service_user() < 0)
+		return 2;
 	if (broker_config_load(arg_config, &conf, NULL) < 0)
 		return 2;
 	for (unsigned i = 0; i < conf->n_users; i++)
