@@ -102,3 +102,27 @@ int eb_health_apt_cutoff(double h_per_sample, unsigned window, unsigned alpha_lo
 	 * with alpha <= 1/2. */
 	return -ERANGE;
 }
+
+int eb_health_period_cutoff(double h_per_sample, unsigned alpha_log2, unsigned *ret)
+{
+	unsigned c;
+	int r;
+
+	assert(ret);
+
+	/* Cp matches at one lag have probability at most 2^-(H Cp); the periodic test looks at
+	 * EB_HEALTH_PERIOD_MAX = 2^8 lags at once, so the union bound asks H Cp >= alpha_log2 + 8:
+	 * the RCT's cutoff for alpha_log2 + 8, less the one sample a run of C equal ones starts
+	 * with. */
+	static_assert(EB_HEALTH_PERIOD_MAX == 1u << 8, "the union bound below adds log2 of it");
+	if (alpha_log2 == 0 || alpha_log2 > 56)
+		return -EINVAL;
+	r = eb_health_rct_cutoff(h_per_sample, alpha_log2 + 8, &c);
+	if (r < 0)
+		return r;
+	/* A run is counted in a byte, which the test must not wrap before it fires. */
+	if (c - 1 > UINT8_MAX)
+		return -ERANGE;
+	*ret = c - 1;
+	return 0;
+}

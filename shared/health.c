@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "health-internal.h"
 #include "macro.h"
 
 static void restart(struct eb_health *h)
@@ -19,12 +20,15 @@ static void restart(struct eb_health *h)
 	h->apt_pos = 0;
 	h->apt_count = 0;
 	h->pattern = (struct eb_health_pattern){};
+	/* The history need not be wiped: seen = 0 makes every lag invalid until refilled. */
+	memset(h->period.run, 0, sizeof(h->period.run));
+	h->period.seen = 0;
 	h->clean = 0;
 }
 
 int eb_health_init(struct eb_health *h, double h_per_sample, unsigned bits_per_sample)
 {
-	unsigned rct, apt, window;
+	unsigned rct, apt, window, period;
 	int r;
 
 	assert(h);
@@ -41,6 +45,12 @@ int eb_health_init(struct eb_health *h, double h_per_sample, unsigned bits_per_s
 	r = eb_health_apt_cutoff(h_per_sample, window, EB_HEALTH_ALPHA_LOG2, &apt);
 	if (r < 0)
 		return r;
+	/* A source claiming so little that Cp passes a byte has the periodic test off. */
+	r = eb_health_period_cutoff(h_per_sample, EB_HEALTH_ALPHA_LOG2, &period);
+	if (r == -ERANGE)
+		period = 0;
+	else if (r < 0)
+		return r;
 
 	*h = (struct eb_health){
 	    .h = h_per_sample,
@@ -48,6 +58,7 @@ int eb_health_init(struct eb_health *h, double h_per_sample, unsigned bits_per_s
 	    .rct_cutoff = rct,
 	    .apt_window = window,
 	    .apt_cutoff = apt,
+	    .period_cutoff = period,
 	    .state = EB_HEALTH_STARTUP,
 	};
 	return 0;
@@ -139,7 +150,7 @@ enum verdict {
 static enum verdict step(struct eb_health *h, uint8_t x)
 {
 	struct pattern_alarm pa;
-	bool pattern;
+	bool pattern, period;
 
 	if (h->apt_pos == 0) {
 		h->apt_value = x;
@@ -152,6 +163,7 @@ static enum verdict step(struct eb_health *h, uint8_t x)
 	h->rct_count = x == h->rct_value ? h->rct_count + 1 : 1;
 	h->rct_value = x;
 	pattern = pattern_step(h, &h->pattern, x, &pa);
+	period = eb_health_period_step(h, &h->period, x);
 
 	/* When both fire on the same sample the RCT is named: a stuck source is the likelier story,
 	 * and its count is the more telling one. */
@@ -167,6 +179,11 @@ static enum verdict step(struct eb_health *h, uint8_t x)
 	}
 	if (pattern) {
 		alarm_raise(h, pa.test, pa.cutoff, pa.count, pa.value);
+		h->samples++;
+		return VERDICT_ALARM;
+	}
+	if (period) {
+		alarm_raise(h, EB_HEALTH_TEST_PERIOD, h->period_cutoff, h->period_cutoff, x);
 		h->samples++;
 		return VERDICT_ALARM;
 	}
@@ -219,27 +236,6 @@ static bool scan(struct eb_health *h, const uint8_t *s, size_t m)
 	h->apt_pos = (unsigned)((h->apt_pos + m) % h->apt_window);
 	h->samples += m;
 	return true;
-}
-
-/* Sixteen samples at a time in portable vector code (GCC and clang lower it to SSE2, NEON, or
- * scalar code); memcpy() is an unaligned load. */
-typedef uint8_t vec_u8 __attribute__((vector_size(16)));
-#define VEC_LEN sizeof(vec_u8)
-
-static vec_u8 vec_load(const uint8_t *p)
-{
-	vec_u8 v;
-
-	memcpy(&v, p, sizeof(v));
-	return v;
-}
-
-static bool vec_any(vec_u8 v)
-{
-	uint64_t w[2];
-
-	memcpy(w, &v, sizeof(w));
-	return (w[0] | w[1]) != 0;
 }
 
 /* How many of s[0..m) equal a. */
@@ -476,6 +472,7 @@ int eb_health_feed(struct eb_health *h, const uint8_t *samples, size_t n, size_t
 
 	for (size_t i = 0; i < n;) {
 		size_t m = MIN(n - i, (size_t)(h->apt_window - h->apt_pos));
+		uint8_t run[EB_HEALTH_PERIOD_MAX];
 		struct eb_health_pattern p;
 
 		if (h->state != EB_HEALTH_OK)
@@ -483,8 +480,11 @@ int eb_health_feed(struct eb_health *h, const uint8_t *samples, size_t n, size_t
 
 		/* scan_fast() commits its state when it passes, so it runs second and the
 		 * pattern tests' state is committed after it. */
-		if (pattern_scan(h, samples + i, m, &p) && scan_fast(h, samples + i, m)) {
+		if (pattern_scan(h, samples + i, m, &p) &&
+		    eb_health_period_scan(h, samples + i, m, run) && scan_fast(h, samples + i, m)) {
 			h->pattern = p;
+			if (h->period_cutoff > 0)
+				eb_health_period_commit(&h->period, samples + i, m, run);
 			if (h->state == EB_HEALTH_OK)
 				ok += m;
 			else if ((h->clean += (unsigned)m) == EB_HEALTH_STARTUP_SAMPLES)
@@ -541,6 +541,7 @@ static const char *const test_table[_EB_HEALTH_TEST_MAX] = {
     [EB_HEALTH_TEST_DIFF_RCT] = "difference-repetition",
     [EB_HEALTH_TEST_DIFF_APT] = "difference-proportion",
     [EB_HEALTH_TEST_PERIOD2] = "period-two",
+    [EB_HEALTH_TEST_PERIOD] = "periodic",
 };
 
 const char *eb_health_state_to_string(enum eb_health_state s)

@@ -4,7 +4,9 @@
  * tests with the same cutoffs catch what the two cannot see and a hostile or broken device
  * finds cheapest to send: counters and arithmetic progressions (the RCT and APT on the
  * differences of successive samples) and ABAB... (a run of samples equal to the one two
- * before). Pure: no I/O, no clock, no allocation; the state is embedded by value in its owner. */
+ * before); a fourth catches any sequence that repeats with a period of up to
+ * EB_HEALTH_PERIOD_MAX samples. Pure: no I/O, no clock, no allocation; the state is embedded by
+ * value in its owner. */
 #pragma once
 
 #include <errno.h>
@@ -28,6 +30,11 @@
  * passing it means at least one full, clean window of each kind. */
 #define EB_HEALTH_STARTUP_SAMPLES 1024u
 
+/* The longest period the periodic test catches: a run of samples each equal to the one d before,
+ * for any d in 1..EB_HEALTH_PERIOD_MAX, fires it (a hostile upstream once sent x -> 5x + 1 mod
+ * 256, period 256, and passed every other test). A power of two and a multiple of 16. */
+#define EB_HEALTH_PERIOD_MAX 256u
+
 /* Ceiling on any cutoff: an RCT cutoff above it means an H so small the source is worthless. */
 #define EB_HEALTH_CUTOFF_MAX 65536u
 
@@ -50,6 +57,12 @@ enum eb_health_test {
 	EB_HEALTH_TEST_DIFF_RCT, /* the RCT on differences: C equal differences in a row */
 	EB_HEALTH_TEST_DIFF_APT, /* the APT on differences, in windows of its own */
 	EB_HEALTH_TEST_PERIOD2,  /* C - 1 samples in a row each equal to the one two before */
+	/* The periodic test: Cp samples in a row each equal to the one d before, for some d in
+	 * 1..EB_HEALTH_PERIOD_MAX. One lag alone would alarm with probability p^Cp; the union over
+	 * the EB_HEALTH_PERIOD_MAX lags is held to alpha by Cp = ceil((alpha_log2 +
+	 * log2(EB_HEALTH_PERIOD_MAX)) / H), so the test as a whole keeps the false-positive rate
+	 * of the others. Off (cutoff 0) when Cp would pass 255, i.e. H < 28/255 bits. */
+	EB_HEALTH_TEST_PERIOD,
 	_EB_HEALTH_TEST_MAX,
 	_EB_HEALTH_TEST_INVALID = -EINVAL,
 };
@@ -60,8 +73,8 @@ struct eb_health_failure {
 	enum eb_health_test test;
 	unsigned cutoff; /* the test's cutoff */
 	unsigned count;  /* the count it reached; tests fire the moment it reaches the cutoff */
-	uint8_t value;   /* the sample value repeated (RCT, PERIOD2) or over-represented (APT); the
-	                  * difference, for the DIFF tests */
+	uint8_t value;   /* the sample value repeated (RCT, PERIOD2, PERIOD) or over-represented
+	                  * (APT);   the difference, for the DIFF tests */
 	uint64_t
 	    sample; /* 0-based index, counted from eb_health_init(), of the sample that fired */
 	uint64_t alarms; /* alarms in this episode; a stuck source keeps raising them */
@@ -74,7 +87,8 @@ struct eb_health {
 	unsigned bits;       /* bits per sample, 1..8 */
 	unsigned rct_cutoff; /* RCT fires when a value repeats this many times in a row */
 	unsigned apt_window;
-	unsigned apt_cutoff; /* APT fires when a window's first value occurs this many times */
+	unsigned apt_cutoff;    /* APT fires when a window's first value occurs this many times */
+	unsigned period_cutoff; /* the periodic test's Cp; 0 when it is off */
 
 	uint8_t rct_value;
 	unsigned rct_count; /* length of the current run; 0 after a restart */
@@ -93,6 +107,18 @@ struct eb_health {
 		unsigned dapt_pos;   /* differences seen in the window; 0 opens one */
 		unsigned lag_count;  /* samples in a row equal to the one two before */
 	} pattern;
+
+	/* The periodic test's state, forgotten at a restart too (seen = 0, runs zeroed). */
+	struct eb_health_period {
+		/* The last EB_HEALTH_PERIOD_MAX samples, each stored twice, so that they lie in
+		 * order, oldest first, at hist[pos..pos + EB_HEALTH_PERIOD_MAX). */
+		uint8_t hist[2 * EB_HEALTH_PERIOD_MAX];
+		/* run[k]: samples in a row, ending with the last, each equal to the one
+		 * EB_HEALTH_PERIOD_MAX - k before it (lane k is lag EB_HEALTH_PERIOD_MAX - k). */
+		uint8_t run[EB_HEALTH_PERIOD_MAX];
+		unsigned pos;  /* 0..EB_HEALTH_PERIOD_MAX - 1 */
+		unsigned seen; /* samples since the restart, counted up to EB_HEALTH_PERIOD_MAX */
+	} period;
 
 	enum eb_health_state state;
 	unsigned clean; /* alarm-free samples into the running start-up test */
@@ -131,6 +157,9 @@ int eb_health_get_failure(const struct eb_health *h, struct eb_health_failure *r
  * some H (e.g. W = 512, H = 2: 177 vs 178) and then exceeds alpha, by up to a factor of 3. */
 int eb_health_rct_cutoff(double h_per_sample, unsigned alpha_log2, unsigned *ret);
 int eb_health_apt_cutoff(double h_per_sample, unsigned window, unsigned alpha_log2, unsigned *ret);
+/* The periodic test's Cp = ceil((alpha_log2 + log2(EB_HEALTH_PERIOD_MAX)) / H): the smallest C
+ * with EB_HEALTH_PERIOD_MAX x 2^-(H C) <= 2^-alpha_log2; -ERANGE above 255. */
+int eb_health_period_cutoff(double h_per_sample, unsigned alpha_log2, unsigned *ret);
 unsigned eb_health_apt_window(unsigned bits_per_sample);
 
 const char *eb_health_state_to_string(enum eb_health_state s);

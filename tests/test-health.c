@@ -133,6 +133,20 @@ static void test_init_errors(void **state)
 	assert_int_equal(h.rct_cutoff, 21);
 	assert_int_equal(h.apt_window, 1024);
 	assert_int_equal(h.apt_cutoff, 590);
+
+	/* The periodic test: Cp = ceil(28 / H), and off where that passes a byte. */
+	assert_int_equal(eb_health_period_cutoff(8, 20, &c), 0);
+	assert_int_equal(c, 4);
+	assert_int_equal(eb_health_period_cutoff(4, 20, &c), 0);
+	assert_int_equal(c, 7);
+	assert_int_equal(eb_health_period_cutoff(1, 20, &c), 0);
+	assert_int_equal(c, 28);
+	assert_int_equal(eb_health_period_cutoff(0.11, 20, &c), 0);
+	assert_int_equal(c, 255);
+	assert_int_equal(eb_health_period_cutoff(0.1, 20, &c), -ERANGE);
+	assert_int_equal(eb_health_period_cutoff(1, 0, &c), -EINVAL);
+	assert_int_equal(eb_health_init(&h, 0.1, 8), 0);
+	assert_int_equal(h.period_cutoff, 0);
 }
 
 static void test_edom_leaves_state(void **state)
@@ -340,8 +354,10 @@ static void test_apt_alternating(void **state)
 	assert_int_equal(f.sample, EB_HEALTH_STARTUP_SAMPLES + 2 * (63 - 1));
 }
 
-/* Binary: seven ones and a zero, over and over. Runs of 7 are far below the RCT cutoff; a
- * window opened by a 1 holds 7/8 ones, over the 793 of 1024 that H = 0.5 allows. */
+/* Binary: runs of 4 to 11 ones, each followed by a zero. Runs of 11 are far below the RCT cutoff;
+ * a window opened by a 1 holds about 7.5/8.5 ones, over the 865 of 1024 that H = 0.35 allows.
+ * The runs' lengths are random so that the periodic test (Cp = 81) stays quiet: seven ones and a
+ * zero over and over would fire it at sample 88. */
 static void test_apt_binary_pattern(void **state)
 {
 	struct eb_health h;
@@ -349,20 +365,28 @@ static void test_apt_binary_pattern(void **state)
 	uint8_t buf[4096];
 	size_t ok, expect = 0;
 	unsigned ones = 0;
+	uint64_t seed = 8;
 
 	(void)state;
 
-	for (size_t i = 0; i < sizeof(buf); i++)
-		buf[i] = i % 8 != 7;
-	for (expect = 0; ones < 793; expect++)
+	for (size_t i = 0; i < sizeof(buf);) {
+		size_t run = 4 + splitmix64(&seed) % 8;
+
+		for (size_t j = 0; j < run && i < sizeof(buf); j++)
+			buf[i++] = 1;
+		if (i < sizeof(buf))
+			buf[i++] = 0;
+	}
+	for (expect = 0; ones < 865; expect++)
 		ones += buf[expect];
 	expect--;
 
-	assert_int_equal(eb_health_init(&h, 0.5, 1), 0);
+	assert_int_equal(eb_health_init(&h, 0.35, 1), 0);
+	assert_int_equal(h.period_cutoff, 81);
 	assert_int_equal(eb_health_feed(&h, buf, sizeof(buf), &ok), 0);
 	assert_int_equal(eb_health_get_failure(&h, &f), 0);
 	assert_int_equal(f.test, EB_HEALTH_TEST_APT);
-	assert_int_equal(f.cutoff, 793);
+	assert_int_equal(f.cutoff, 865);
 	assert_int_equal(f.sample, expect);
 	assert_int_equal(f.value, 1);
 }
@@ -409,8 +433,10 @@ static void test_apt_biased_random(void **state)
 	assert_true(f.sample >= first_zero_window && f.sample < first_zero_window + 512);
 }
 
-/* Binary, about 80% ones but never more than 10 in a row: claimed H = 1, the RCT (21) cannot
- * fire and a window opened by a 1 (about 820 ones) passes the APT's 590 within it. */
+/* Binary, about 80% ones but never more than 10 in a row: claimed H = 0.5, the RCT (41) cannot
+ * fire and a window opened by a 1 (about 820 ones) passes the APT's 793 within it. (Claimed at
+ * H = 1, the periodic test, Cp = 28, would fire first: two such samples agree 3 times in 4, and
+ * 28 agreements in a row at one of 256 lags come every few hundred samples.) */
 static void test_apt_biased_binary(void **state)
 {
 	struct eb_health h;
@@ -432,13 +458,13 @@ static void test_apt_biased_binary(void **state)
 		}
 
 	assert_true(first_one_window < sizeof(buf));
-	assert_int_equal(eb_health_init(&h, 1, 1), 0);
+	assert_int_equal(eb_health_init(&h, 0.5, 1), 0);
 	assert_int_equal(eb_health_feed(&h, buf, first_one_window + 1024, &ok), 0);
 	assert_int_equal(h.episodes, 1);
 	assert_int_equal(eb_health_get_failure(&h, &f), 0);
 	assert_int_equal(f.test, EB_HEALTH_TEST_APT);
 	assert_int_equal(f.value, 1);
-	assert_true(f.sample >= first_one_window + 589 && f.sample < first_one_window + 1024);
+	assert_true(f.sample >= first_one_window + 792 && f.sample < first_one_window + 1024);
 }
 
 /* 10^7 samples of good data per configuration, none of which may raise an alarm of any test.
@@ -482,6 +508,9 @@ static void test_good_data_never_fires(void **state)
 		 * PERIOD2 the RCT's, the difference APT the APT's. */
 		rct_alarms *= 3;
 		apt_alarms *= 2;
+		/* The periodic test: Cp matches at any of EB_HEALTH_PERIOD_MAX lags. */
+		rct_alarms +=
+		    n * EB_HEALTH_PERIOD_MAX * ldexpl(1, -(int)(configs[i].bits * h.period_cutoff));
 		if (rct_alarms + apt_alarms >= 0.01L)
 			fail_msg("bits=%u H=%g: %Lg alarms expected, claim not conservative",
 			         configs[i].bits, configs[i].h, rct_alarms + apt_alarms);
@@ -597,6 +626,68 @@ static void test_diff_apt(void **state)
 	assert_int_equal(h.alarms[EB_HEALTH_TEST_PERIOD2], 0);
 }
 
+/* A period-256 sequence: x -> 5x + 1 mod 256 visits every byte once per 256, so the RCT, the APT
+ * (each value twice a window) and the difference and period-two tests all pass it, and an
+ * upstream once had 647,168 bits credited for 81,920 such bytes. From sample 256 on each sample
+ * equals the one 256 before: at H = 8 the periodic test (Cp = 4) fires at sample 259, and
+ * nothing is ever credited. A random block repeated with period EB_HEALTH_PERIOD_MAX is caught
+ * the same way; one repeated with period EB_HEALTH_PERIOD_MAX + 1 is past what the test
+ * promises and passes it. */
+static void test_periodic(void **state)
+{
+	static uint8_t buf[81920];
+	struct eb_health h;
+	struct eb_health_failure f;
+	uint64_t seed = 31;
+	size_t ok;
+
+	(void)state;
+	buf[0] = 0;
+	for (size_t i = 1; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(5 * buf[i - 1] + 1);
+	assert_int_equal(eb_health_init(&h, 8, 8), 0);
+	assert_int_equal(h.period_cutoff, 4);
+	assert_int_equal(eb_health_feed(&h, buf, sizeof(buf), &ok), 0);
+	assert_int_equal(ok, 0);
+	assert_int_equal(h.credited, 0);
+	assert_int_equal(eb_health_get_failure(&h, &f), 0);
+	assert_int_equal(f.test, EB_HEALTH_TEST_PERIOD);
+	assert_int_equal(f.cutoff, 4);
+	assert_int_equal(f.count, 4);
+	assert_int_equal(f.sample, 259);
+	assert_int_equal(f.value, buf[259]);
+	assert_string_equal(eb_health_test_to_string(f.test), "periodic");
+	for (int t = 0; t < EB_HEALTH_TEST_PERIOD; t++)
+		assert_int_equal(h.alarms[t], 0);
+
+	/* The same, one byte at a time: the sample-by-sample path agrees. */
+	assert_int_equal(eb_health_init(&h, 8, 8), 0);
+	for (size_t i = 0; i < 4096; i++)
+		assert_int_equal(eb_health_feed(&h, buf + i, 1, &ok), 0);
+	assert_int_equal(h.credited, 0);
+	assert_int_equal(eb_health_get_failure(&h, &f), 0);
+	assert_int_equal(f.sample, 259);
+
+	/* Random samples repeated at the longest period the test promises, after 4096 good
+	 * ones so that the fast path is the one that finds it. */
+	for (unsigned period = EB_HEALTH_PERIOD_MAX - 1; period <= EB_HEALTH_PERIOD_MAX + 1;
+	     period++) {
+		splitmix64_samples(&seed, buf, 4096 + period, 8);
+		for (size_t i = 4096 + period; i < sizeof(buf); i++)
+			buf[i] = buf[i - period];
+		assert_int_equal(eb_health_init(&h, 6, 8), 0);
+		assert_int_equal(eb_health_feed(&h, buf, sizeof(buf), &ok), 0);
+		if (period > EB_HEALTH_PERIOD_MAX) {
+			assert_int_equal(h.episodes, 0);
+			continue;
+		}
+		assert_int_equal(eb_health_get_failure(&h, &f), 0);
+		assert_int_equal(f.test, EB_HEALTH_TEST_PERIOD);
+		assert_int_equal(f.sample, 4096 + period + h.period_cutoff - 1);
+		assert_int_equal(h.credited, 0);
+	}
+}
+
 /* Random data claimed at its full entropy alarms at the rate alpha, and the pattern tests no
  * more often than the RCT, whose bound they share. 2^24 uniform 4-bit samples at H = 4 (RCT
  * cutoff 6): a run of 6 equal samples, of 6 equal differences, or of 5 samples each equal to the
@@ -619,15 +710,22 @@ static void test_pattern_false_positives(void **state)
 		assert_int_equal(eb_health_feed(&h, buf, sizeof(buf), &ok), 0);
 	}
 	print_message("# alarms in 2^24 samples at H = 4: rct %" PRIu64 " apt %" PRIu64
-	              " diff-rct %" PRIu64 " diff-apt %" PRIu64 " period-two %" PRIu64 "\n",
+	              " diff-rct %" PRIu64 " diff-apt %" PRIu64 " period-two %" PRIu64
+	              " periodic %" PRIu64 "\n",
 	              h.alarms[EB_HEALTH_TEST_RCT], h.alarms[EB_HEALTH_TEST_APT],
 	              h.alarms[EB_HEALTH_TEST_DIFF_RCT], h.alarms[EB_HEALTH_TEST_DIFF_APT],
-	              h.alarms[EB_HEALTH_TEST_PERIOD2]);
+	              h.alarms[EB_HEALTH_TEST_PERIOD2], h.alarms[EB_HEALTH_TEST_PERIOD]);
 	assert_in_range(h.alarms[EB_HEALTH_TEST_RCT], 3, 40);
 	assert_in_range(h.alarms[EB_HEALTH_TEST_DIFF_RCT], 3, 40);
 	assert_in_range(h.alarms[EB_HEALTH_TEST_PERIOD2], 3, 40);
 	assert_in_range(h.alarms[EB_HEALTH_TEST_DIFF_APT], 0, 2);
 	assert_in_range(h.alarms[EB_HEALTH_TEST_APT], 0, 2);
+	/* The periodic test (Cp = 7) at each of 254 lags (lags 1 and 2 are the RCT's and
+	 * PERIOD2's first) has 7 matches ending at a given sample with probability 2^-28, x 15/16
+	 * for a run not already alarming: about 15 alarms in 2^24 samples, the same Poisson
+	 * range. */
+	assert_int_equal(h.period_cutoff, 7);
+	assert_in_range(h.alarms[EB_HEALTH_TEST_PERIOD], 3, 40);
 	/* The credit lost to them is the re-admission after each: a few percent at most. */
 	assert_true(h.credited > (1u << 24) - 100 * (EB_HEALTH_STARTUP_SAMPLES + sizeof(buf)));
 }
@@ -702,6 +800,10 @@ struct model {
 	 * difference window, samples in a row equal to the one two before. */
 	uint8_t p0, p1, dlast, da;
 	unsigned seen, drun, db, dpos, lag;
+	/* The periodic test: the samples since the restart (hist[0] the last) and, for each lag
+	 * d in 1..EB_HEALTH_PERIOD_MAX, the samples in a row equal to the one d before. */
+	unsigned period_cutoff, prun[EB_HEALTH_PERIOD_MAX + 1];
+	uint8_t hist[EB_HEALTH_PERIOD_MAX];
 	enum eb_health_state state;
 	uint64_t samples, episodes, alarms, first_sample;
 	enum eb_health_test first_test;
@@ -740,6 +842,13 @@ static int model_step(struct model *m, uint8_t x)
 	}
 	if (m->seen >= 2)
 		m->lag = x == m->p1 ? m->lag + 1 : 0;
+	bool periodic = false;
+	for (unsigned d = 1; d <= EB_HEALTH_PERIOD_MAX; d++) {
+		m->prun[d] = d <= m->seen && x == m->hist[d - 1] ? m->prun[d] + 1 : 0;
+		periodic |= m->period_cutoff > 0 && m->prun[d] >= m->period_cutoff;
+	}
+	memmove(m->hist + 1, m->hist, sizeof(m->hist) - 1);
+	m->hist[0] = x;
 	m->p1 = m->p0;
 	m->p0 = x;
 	m->seen++;
@@ -754,6 +863,8 @@ static int model_step(struct model *m, uint8_t x)
 		alarm = EB_HEALTH_TEST_DIFF_APT;
 	else if (m->seen >= 3 && m->lag >= m->rct_cutoff - 1)
 		alarm = EB_HEALTH_TEST_PERIOD2;
+	else if (periodic)
+		alarm = EB_HEALTH_TEST_PERIOD;
 	m->samples++;
 
 	if (alarm >= 0) {
@@ -769,6 +880,7 @@ static int model_step(struct model *m, uint8_t x)
 		m->pos = 0;
 		m->clean = 0;
 		m->seen = m->drun = m->dpos = m->lag = 0;
+		memset(m->prun, 0, sizeof(m->prun));
 		return M_ALARM;
 	}
 	if (m->dpos == m->window)
@@ -792,11 +904,23 @@ static void mixed_stream(uint64_t *seed, uint8_t *buf, size_t n, unsigned bits, 
 		uint64_t r = splitmix64(seed);
 		size_t len = MIN(n - i, (size_t)(1 + r % 3000));
 
-		switch ((r >> 32) % 6) {
+		switch ((r >> 32) % 7) {
 		case 0:
 		case 1:
 			splitmix64_samples(seed, buf + i, len, bits);
 			break;
+		case 6: {
+			/* Random samples repeated with a period of 3..300, for a run at that lag of
+			 * up to twice the periodic test's cutoff (any period above the test's
+			 * maximum must pass it). */
+			size_t period = 3 + (r >> 40) % 298;
+
+			len = MIN(n - i, period + (size_t)((r >> 50) % (2 * rct + 2)));
+			splitmix64_samples(seed, buf + i, MIN(len, period), bits);
+			for (size_t j = period; j < len; j++)
+				buf[i + j] = buf[i + j - period];
+			break;
+		}
 		case 4:
 			len = MIN(n - i, (size_t)(1 + (r >> 40) % (2 * rct + 2)));
 			for (size_t j = 0; j < len; j++)
@@ -836,6 +960,7 @@ static void check_against_model(unsigned bits, double hps, uint64_t seed)
 	    .rct_cutoff = h.rct_cutoff,
 	    .apt_cutoff = h.apt_cutoff,
 	    .window = h.apt_window,
+	    .period_cutoff = h.period_cutoff,
 	    .state = EB_HEALTH_STARTUP,
 	};
 	mixed_stream(&seed, buf, sizeof(buf), bits, h.rct_cutoff);
@@ -876,6 +1001,7 @@ static void check_against_model(unsigned bits, double hps, uint64_t seed)
 	assert_true(h.credited > 0);
 	assert_true(h.alarms[EB_HEALTH_TEST_DIFF_RCT] > 0);
 	assert_true(h.alarms[EB_HEALTH_TEST_PERIOD2] > 0 || bits == 1);
+	assert_true(h.alarms[EB_HEALTH_TEST_PERIOD] > 0);
 }
 
 static void test_fast_path_matches_model(void **state)
@@ -929,6 +1055,7 @@ int main(void)
 	    cmocka_unit_test(test_counter),
 	    cmocka_unit_test(test_abab),
 	    cmocka_unit_test(test_diff_apt),
+	    cmocka_unit_test(test_periodic),
 	    cmocka_unit_test(test_pattern_false_positives),
 	    cmocka_unit_test(test_quarantine_readmission),
 	    cmocka_unit_test(test_fast_path_matches_model),

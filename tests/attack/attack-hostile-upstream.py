@@ -6,7 +6,9 @@ downstream ask again at once (it burnt 58 % of a core); a flood of WAKE frames m
 stopping downstream alive (it ran 15 s after SIGTERM), nor may one WAKE every 100 ms, each
 within any timeout; DATA longer than asked is refused, not
 credited; 64 KiB of zero bytes claimed at 8 bits a byte fail the health tests and earn nothing;
-an upstream that ends every session with an ERROR is retried on a back-off, not in a loop."""
+an upstream that ends every session with an ERROR is retried on a back-off, not in a loop; a
+period-256 sequence (x -> 5x + 1 mod 256, which passes the RCT, the APT and the difference tests)
+earns nothing either (issue 31, item 6)."""
 import os
 import signal
 import tempfile
@@ -82,6 +84,19 @@ def zeros(fake, b):
     expect(len(lines) == 1, f"one line says the upstream failed a health test ({lines})")
 
 
+def periodic(fake, b):
+    wait_for("the upstream has sent 3 DATA of x -> 5x + 1", lambda: fake.count("gets") > 2, 30)
+    t = time.monotonic()
+    st = b.status()
+    ms = (time.monotonic() - t) * 1000
+    print(f"# downstream after {fake.count('gets')} DATA of a period-256 sequence claimed at 8 "
+          f"bits a byte: bits_in {st['bits_in']}; its admin status answered in {ms:.0f} ms")
+    expect(st["bits_in"] == 0, f"a period-256 sequence earns no credit ({st['bits_in']} bits)")
+    expect(ms < 1000, f"the downstream's admin status is answered within 1 s ({ms:.0f} ms)")
+    expect(b.wait_log("failed the periodic health test", 10),
+           "the downstream says the upstream failed the periodic test")
+
+
 def error_storm(fake, b):
     wait_for("the downstream connects to its upstream", lambda: fake.count("connections") > 0, 20)
     w = Window(b, "an ERROR storm").begin()
@@ -101,6 +116,7 @@ def test():
     attack("wake-trickle", stop_under_wakes)
     attack("long-data", long_data)
     attack("zeros", zeros)
+    attack("periodic", periodic)
     attack("error-storm", error_storm)
     check(True, "done")
 

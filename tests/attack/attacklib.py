@@ -399,6 +399,8 @@ class HostileBroker:
       zero-data    every GET answered by DATA of 0 bytes
       long-data    every GET answered by DATA 8 times longer than asked (up to 64 KiB)
       zeros        every GET answered in full with zero bytes, claimed at 8 bits a byte
+      periodic     every GET answered in full, claimed at 8 bits a byte, with the next bytes of
+                   x -> 5x + 1 mod 256 (period 256: every value twice in 512)
       wake-flood   WAKE frames without end from WELCOME on; GETs never answered
       wake-trickle a WAKE every 100 ms from WELCOME on, each within any timeout; GETs never
                    answered
@@ -409,6 +411,7 @@ class HostileBroker:
     def __init__(self, path, mode):
         self.path, self.mode = path, mode
         self.connections = self.gets = self.wakes = 0
+        self.x = 0  # the periodic mode's last byte
         self.lock = threading.Lock()
         self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.s.bind(path)
@@ -476,6 +479,13 @@ class HostileBroker:
                 elif self.mode == "zeros":
                     c.sendall(frame("DATA", struct.pack(">II", 8 * asked, asked) +
                                     bytes(asked)))
+                elif self.mode == "periodic":
+                    out = bytearray(asked)
+                    with self.lock:
+                        for i in range(asked):
+                            self.x = (5 * self.x + 1) % 256
+                            out[i] = self.x
+                    c.sendall(frame("DATA", struct.pack(">II", 8 * asked, asked) + bytes(out)))
                 elif self.mode == "error-storm":
                     text = b"hostile"
                     c.sendall(frame("ERROR", struct.pack(">HH", 6, len(text)) + text))
