@@ -100,6 +100,41 @@ static bool path_fits(const struct broker *b, const struct eb_msg_hello *h)
 	return true;
 }
 
+/* The ids the links of user hold, counted with repeats: what that user spends of the budget. */
+static unsigned user_ids(const struct broker *b, int user)
+{
+	const struct chain_link *l;
+	unsigned n = 0;
+
+	eb_list_foreach(l, &b->chain_links, node)
+		if (l->user == user)
+			n += l->n;
+	return n;
+}
+
+struct chain_link *chain_make_way(const struct broker *b, int user, const struct eb_msg_hello *h)
+{
+	struct chain_link *l, *evict = NULL;
+	unsigned mine = user_ids(b, user) + h->n_chain, most = 0;
+
+	if (!b->upstream || path_fits(b, h))
+		return NULL;
+	eb_list_foreach(l, &b->chain_links, node) {
+		unsigned theirs;
+
+		if (l->user == user)
+			continue;
+		theirs = user_ids(b, l->user);
+		/* Ties stay: the newcomer must hold fewer than the one it displaces, so two users
+		 * cannot take turns displacing each other. */
+		if (theirs > mine && (theirs > most || (theirs == most && l->n > evict->n))) {
+			most = theirs;
+			evict = l;
+		}
+	}
+	return evict;
+}
+
 int chain_accept(struct broker *b, int user, const char *peer, const struct eb_msg_hello *h,
                  struct chain_link *link, const char **ret_why)
 {
@@ -132,6 +167,7 @@ int chain_accept(struct broker *b, int user, const char *peer, const struct eb_m
 		return -E2BIG;
 	}
 	if (!contains(h->chain, h->n_chain, b->chain_id)) {
+		link->user = user;
 		link->n = h->n_chain;
 		memcpy(link->ids, h->chain, sizeof(link->ids));
 		if (b->chain_refused_user == user)

@@ -16,6 +16,7 @@ struct broker;
  * the session is READY. */
 struct chain_link {
 	struct eb_list_node node;
+	int user; /* the [user] it authenticated as, an index into conf->users */
 	uint8_t n;
 	uint64_t ids[EB_CHAIN_MAX];
 };
@@ -37,6 +38,15 @@ int chain_path(const struct broker *b, uint64_t ret[EB_CHAIN_MAX]);
  * repeat): serving it would have this broker draw from itself. */
 int chain_accept(struct broker *b, int user, const char *peer, const struct eb_msg_hello *h,
                  struct chain_link *link, const char **ret_why);
+/* Before chain_accept(), when this broker draws from an upstream and h's ids would not fit its
+ * path: the budget of EB_CHAIN_MAX ids is not first come, first served. The user whose links
+ * hold the most ids, if that is more than user would hold with h's, makes way: returns that
+ * user's link with the most ids, to be ended (chain_leave() through its session's state), and
+ * is called again until the ids fit or NULL says the newcomer's user holds the most itself (then
+ * chain_accept() refuses it, "chain too deep"). So one downstream's ids, made up or not, can
+ * never keep out another that would hold fewer. */
+struct chain_link *chain_make_way(const struct broker *b, int user, const struct eb_msg_hello *h);
+
 /* The link's broker is READY, and draws through this one until chain_leave(). */
 void chain_join(struct broker *b, struct chain_link *link);
 void chain_leave(struct broker *b, struct chain_link *link);

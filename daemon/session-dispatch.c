@@ -4,6 +4,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +133,35 @@ bool session_is_asleep(const struct session *s, uint64_t now)
 	return (s->reg.roles & EB_ROLE_SOURCE) && s->asleep && now < s->asleep_until_usec;
 }
 
+/* A HELLO that carries broker ids: makes room in the chain's budget, then takes the ids or
+ * refuses the session (negative). */
+static int hello_chain(struct session *s, const struct eb_msg_hello *h)
+{
+	struct chain_link *l;
+	const char *why;
+	int r;
+
+	/* The chain's budget is shared fairly: a user holding more ids than this one would makes
+	 * way (chain.h), its session ended as one refused at HELLO would be. */
+	while ((l = chain_make_way(s->broker, s->reg.user, h))) {
+		struct session *o = (struct session *)((char *)l - offsetof(struct session, chain));
+
+		log_peer_refused(
+		    s->broker, PEER_LOG_REFUSED, LOG_WARNING,
+		    "Ending %s (user %s): its %u broker ids make way for %s (user %s, %u "
+		    "ids); no user may spend more of the %u the chain holds than another "
+		    "that needs room",
+		    o->peer, session_user_name(o), l->n, s->peer, session_user_name(s), h->n_chain,
+		    EB_CHAIN_MAX);
+		session_refuse(o, EB_ERR_FORBIDDEN, "chain too deep: more than 16 brokers");
+		session_settle(o); /* its socket is to be written: the ERROR, then the close */
+	}
+	r = chain_accept(s->broker, s->reg.user, s->peer, h, &s->chain, &why);
+	if (r < 0)
+		session_refuse(s, EB_ERR_FORBIDDEN, why);
+	return r;
+}
+
 static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 {
 	const struct eb_user *u = session_user(s);
@@ -154,14 +184,8 @@ static void handle_hello(struct session *s, const struct eb_msg_hello *h)
 		session_refuse(s, EB_ERR_FORBIDDEN, "role not allowed for this user");
 		return;
 	}
-	if (h->n_chain > 0) {
-		const char *why;
-
-		if (chain_accept(s->broker, s->reg.user, s->peer, h, &s->chain, &why) < 0) {
-			session_refuse(s, EB_ERR_FORBIDDEN, why);
-			return;
-		}
-	}
+	if (h->n_chain > 0 && hello_chain(s, h) < 0)
+		return;
 	registry_set_roles(&s->reg, h->roles);
 	if (s->reg.roles & EB_ROLE_SOURCE)
 		eb_conn_set_bulk(s->conn);

@@ -5,7 +5,12 @@ broker drawing through this one would. Those ids went into the path this broker 
 upstream: 16 of them and its own make 17, more than a HELLO carries, and the broker stopped
 drawing, still so after the sink left. Ids are taken only from a user configured as a
 downstream broker: the sink is refused, and the broker refills from its upstream whenever a
-legitimate sink drains it, while the sink tries and after it has gone."""
+legitimate sink drains it, while the sink tries and after it has gone.
+
+A downstream broker's ids are budgeted too (issue 31, item 4): one with 15 made-up ids filled the
+path, and a second downstream broker was refused 5 times of 5 ("chain too deep"). The user
+holding the most ids now makes way for one that would hold fewer: the second is welcomed each
+time, the first ended, and refused while it would hold more."""
 import os
 import struct
 import time
@@ -59,8 +64,10 @@ def test():
         check(p.returncode == 0, f"the upstream is fed ({p.stderr.decode().strip()[-200:]})")
         # Drawing needs the broker running before anyone connects: not socket-activated.
         down = start_broker(users={"tenant": {"role": "sink", "unix-uid": 1001, "key": False},
-                                   "below": {"role": "sink", "unix-uid": 1003, "key": False}},
-                            user_keys={"below": "downstream-broker = yes"},
+                                   "below": {"role": "sink", "unix-uid": 1003, "key": False},
+                                   "below2": {"role": "sink", "unix-uid": 1004, "key": False}},
+                            user_keys={"below": "downstream-broker = yes",
+                                       "below2": "downstream-broker = yes"},
                             capacity=CAP_DOWN, activate=False, prime_bytes=0, extra=f"""
 [upstream]
 broker = {up.tcp}
@@ -107,6 +114,43 @@ draw-bits = 16384
             expect(t == MSG["WELCOME"], f"one with 15 ids is welcomed (got type {t})")
             ok, secs = refills(up, down, "with a downstream broker of 15 ids")
             expect(ok, "and the downstream still refills, its path at 16 ids")
+            # A second downstream broker (another user) with 1 id: the one holding 15 makes
+            # way, each of 5 times; coming back with its 15 it is refused while the second is
+            # there.
+            welcomed = 0
+            for i in range(5):
+                t0 = time.monotonic()
+                below2 = Raw(down.sock, uid=1004)
+                t, payload = hello_with_ids(below2, 1)
+                ms = (time.monotonic() - t0) * 1000
+                print(f"# chain-ids: a second downstream broker with 1 id, beside one with 15: "
+                      f"type {t} in {ms:.0f} ms ({payload[:60]!r})")
+                welcomed += t == MSG["WELCOME"] and ms < 1000
+                if t != MSG["WELCOME"]:
+                    below2.close()
+                    continue
+                t, payload = below.recv()
+                expect(t == MSG["ERROR"] and b"too deep" in payload,
+                       f"the one with 15 ids was ended: chain too deep ({t}, {payload[:60]!r})")
+                below.close()
+                below = Raw(down.sock, uid=1003)
+                t, _ = hello_with_ids(below, 15)
+                expect(t == MSG["ERROR"], f"it is refused while the second is there (got type "
+                       f"{t})")
+                below2.close()
+
+                # The second's session ends when the broker reads the close: until then 15 ids
+                # do not fit, and the retry is what a downstream broker's back-off would do.
+                def back_in():
+                    nonlocal below
+                    below.close()
+                    below = Raw(down.sock, uid=1003)
+                    return hello_with_ids(below, 15)[0] == MSG["WELCOME"]
+                wait_for("with the second gone, 15 ids fit again", back_in, 10)
+            print(f"# chain-ids: second downstream broker welcomed {welcomed} of 5")
+            expect(welcomed == 5, f"a second downstream broker is welcomed within 1 s beside "
+                   f"one holding 15 ids, 5 of 5 ({welcomed})")
+            legit.round("chain-ids")
             below.close()
         w.end()
         w.check_cpu()
