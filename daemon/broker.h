@@ -12,6 +12,7 @@
 
 #include <systemd/sd-event.h>
 
+#include "agent-word.h"
 #include "conf.h"
 #include "list.h"
 #include "listeners.h"
@@ -149,6 +150,10 @@ struct broker {
 	uint64_t drained_ms;
 	char drained_by[EB_KIND_MAX + 1];
 	struct eb_ratelimit actions;
+	/* agent.c's: the hysteresis of what balancers are told, and the word told last (logged
+	 * when it changes). */
+	struct agent_state agent;
+	enum agent_word agent_word;
 
 	/* Chaining (chain.c, upstream.c): this run's id, carried in HELLO upstream; the brokers
 	 * drawing through this one (chain_link.node); the last refusal of a cycle logged, so that

@@ -19,6 +19,7 @@
 #include "admin-actions.h"
 #include "admin-history.h"
 #include "admin.h"
+#include "agent.h"
 #include "broker-config.h"
 #include "broker.h"
 #include "chain.h"
@@ -205,6 +206,7 @@ static int broker_init(struct broker *b, struct eb_conf *conf, const char *confi
 	(void)mallopt(M_TRIM_THRESHOLD, 64 << 20);
 	broker_config_raise_nofile(conf);
 	b->zone = b->zone_logged = _POOL_ZONE_INVALID;
+	b->agent_word = _AGENT_WORD_INVALID;
 	b->chain_refused_user = -1;
 	b->actions = EB_RATELIMIT_INIT(ADMIN_ACTIONS_INTERVAL_USEC, ADMIN_ACTIONS_BURST);
 	b->config_loaded_ms = eb_wall_ms();
@@ -433,7 +435,9 @@ int brokerd_run(struct broker *b)
 	if (r < 0)
 		return log_error_errno(r, "Event loop failed: %m");
 
-	/* Say goodbye to every peer, then keep what the pool holds for the next start. */
+	/* A balancer checking now is told the broker stops; then goodbye to every peer, and
+	 * what the pool holds is kept for the next start. */
+	agent_answer_pending(b);
 	registry_foreach_ready(e, &b->registry)
 		session_goodbye(session_of(e));
 	broker_log_pool(b, LOG_INFO, MSGID_STOP, "Broker stopping");

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "agent.h"
 #include "broker.h"
 #include "listeners.h"
 #include "log.h"
@@ -19,6 +20,11 @@ static void on_accept(struct eb_listener *l, int fd, void *userdata)
 	struct session *s;
 	int r;
 
+	/* A balancer's agent check reads a line and is gone: no session, no TLS. */
+	if (strcmp(l->name, AGENT_LISTENER) == 0) {
+		agent_answer(b, fd);
+		return;
+	}
 	/* A listed load balancer's client is known only once its PROXY header is in. */
 	if (l->tls && proxied_expected(b, fd, &balancer)) {
 		proxied_new(b, fd, &balancer, l->name);
@@ -45,6 +51,10 @@ static int fd_is_tls(int fd, const char *name, bool *ret)
 	int family;
 	socklen_t len = sizeof(family);
 
+	if (strcmp(name, AGENT_LISTENER) == 0) {
+		*ret = false; /* no TLS: one line of ASCII, the same for anyone */
+		return 0;
+	}
 	if (strcmp(name, "tcp") == 0 || strcmp(name, "vsock") == 0 ||
 	    strcmp(name, "unix-tls") == 0) {
 		*ret = true;

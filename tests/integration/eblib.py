@@ -139,9 +139,12 @@ class Broker:
         self.logf = open(self.log, "ab")
         if self.activate:
             # systemd-socket-activate passes on only the variables it is told to.
+            # More sockets, as (address, name): an agent's (eb-brokerd-agent.socket).
+            extra = getattr(self, "extra_listen", [])
             cmd = [*self.prefix, "systemd-socket-activate", "-l", f"{self.host}:{self.port}",
-                   "-l", self.sock,
-                   "--fdname=tcp:unix", "-E", f"EB_LOG_TARGET={env['EB_LOG_TARGET']}"]
+                   "-l", self.sock, *[a for addr, _ in extra for a in ("-l", addr)],
+                   "--fdname=" + ":".join(["tcp", "unix", *[n for _, n in extra]]),
+                   "-E", f"EB_LOG_TARGET={env['EB_LOG_TARGET']}"]
             for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "EB_LOG_LEVEL"):
                 if var in env:
                     cmd += ["-E", f"{var}={env[var]}"]

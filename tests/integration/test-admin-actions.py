@@ -109,8 +109,13 @@ def test():
         a = ctl_json(b, "disconnect", str(g1))
         check(a["result"] == "done" and a["sessions"] == 1 and
               all(s["id"] != g1 for s in sinks(b)), f"session {g1} disconnected: {a}")
+        # Another user's sink is there while g2's go, and stays.
+        procs += sink(b, "g1", 1)
+        wait_for("g1's sink back", lambda: any(s["user"] == "g1" for s in sinks(b)), 20)
         a = ctl_json(b, "disconnect-user", "g2")
-        check(a["result"] == "done" and a["sessions"] == 2, f"user g2's two sessions: {a}")
+        left = [s["user"] for s in sinks(b)]
+        check(a["result"] == "done" and a["sessions"] == 2 and "g2" not in left and "g1" in left,
+              f"user g2's two sessions, and no one else's: {a}, left {left}")
         a = ctl_json(b, "disconnect", "999999", ok=False)
         check(a["result"] == "not found", f"no session 999999: {a}")
         a = ctl_json(b, "disconnect-user", "nobody", ok=False)
