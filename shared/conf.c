@@ -34,7 +34,7 @@
 #define DEFAULT_UPSTREAM_LOW   50
 #define DEFAULT_UPSTREAM_DRAW  UINT64_C(65536)
 
-static bool user_name_valid(const char *s, size_t n)
+bool eb_conf_user_name_valid(const char *s, size_t n)
 {
 	if (n == 0 || n > USER_NAME_MAX)
 		return false;
@@ -160,7 +160,7 @@ static int begin_section(struct eb_ini *ini, const char *p, size_t n, void *user
 	if (n > 5 && strncmp(p, "user", 4) == 0 && (p[4] == ' ' || p[4] == '\t')) {
 		name = p + 5 + strspn(p + 5, " \t");
 		n = (size_t)(end - name);
-		if (!user_name_valid(name, n)) {
+		if (!eb_conf_user_name_valid(name, n)) {
 			_cleanup_free_ char *copy = strndup(name, n);
 			if (!copy)
 				return -ENOMEM;

@@ -110,6 +110,9 @@ struct eb_conf *eb_conf_free(struct eb_conf *conf); /* wipes keys; accepts NULL 
 bool eb_conf_proxy_trusted(const struct eb_conf *conf, const struct sockaddr *peer);
 
 const struct eb_user *eb_conf_find_user(const struct eb_conf *conf, const char *name);
+/* Whether name (n bytes) may name a [user]: 1-64 of letters, digits, '.', '_' and '-', the first
+ * a letter or a digit (what eb-keygen --user writes is what the broker reads). */
+bool eb_conf_user_name_valid(const char *name, size_t n);
 /* The user a unix peer is: the one that maps its uid; else the one that maps its primary gid;
  * else the one that maps one of its supplementary groups (groups, n_groups; may be NULL, 0), as
  * long as they all map to that one: a peer whose groups map to several users is none of them,

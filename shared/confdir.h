@@ -5,8 +5,9 @@
  */
 #pragma once
 
-/* More drop-ins than this is a mistake, not a configuration. */
-#define EB_CONFDIR_FILES_MAX 256
+/* More drop-ins than this is a mistake, not a configuration: one per user of a fleet
+ * (eb-keygen --user writes one per guest; EB_CONF_USERS_MAX is 4096) and 256 more. */
+#define EB_CONFDIR_FILES_MAX (4096 + 256)
 
 /* Lists the drop-ins of dirs (a directory that does not exist has none): *ret is a
  * NULL-terminated array of paths, *ret_n their count. -E2BIG past EB_CONFDIR_FILES_MAX. */
