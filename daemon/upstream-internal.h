@@ -12,6 +12,7 @@ struct eb_client;
 
 enum up_cmd_type {
 	UP_CMD_DRAW, /* draw bits more (0: only the path changed) */
+	UP_CMD_HOLD, /* the upstream's bytes failed the health tests: drop the rest of the draw */
 	UP_CMD_STOP,
 };
 

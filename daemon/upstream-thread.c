@@ -89,7 +89,9 @@ static int apply_cmd(struct draw *d, const struct up_cmd *cmd)
 		if (eb_client_connected(d->t->client))
 			d->hello_due = true;
 	}
-	if (cmd->bits > 0)
+	if (cmd->type == UP_CMD_HOLD)
+		d->want = 0; /* the loop asks again once the hold is over */
+	else if (cmd->bits > 0)
 		d->want = cmd->bits;
 	return 0;
 }

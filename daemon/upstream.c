@@ -30,6 +30,11 @@
 /* The client's own timeout per step: how long a stop may wait for the thread, at worst about
  * this plus the 1 s a GET's answer is allowed on top. */
 #define UPSTREAM_TIMEOUT_MS 3000
+/* After a DATA whose bytes the health tests refused, the next DRAW waits this long, as a DATA of
+ * 0 bytes or an EMPTY is waited on: an upstream sending a counter was asked again at once,
+ * 15,500-25,100 DATA frames in 5 s (issue 31). The thread may have sent one more GET before it
+ * hears, so such an upstream answers at most 2 GETs a second. */
+#define UPSTREAM_HOLD_USEC (1000 * 1000)
 /* Records taken per wake-up, so that a fast upstream cannot starve the rest of the loop. */
 #define NOTES_PER_WAKEUP 16
 /* The drop-in that gives eb-brokerd.service the network for [upstream] over TCP. */
@@ -54,6 +59,8 @@ struct upstream {
 	 * entropy, and a run of zeros is not. */
 	struct eb_health health;
 	uint64_t health_episodes; /* logged so far */
+	uint64_t hold_until;      /* broker_now() before which no DRAW goes out (the health hold) */
+	sd_event_source *hold_timer;
 	char last_broker[EB_TEXT_MAX + 64], last_failure[EB_TEXT_MAX + 64];
 	/* For an admin: connected or failing since (CLOCK_REALTIME ms; 0: neither yet), and the
 	 * last DATA. */
@@ -102,6 +109,9 @@ static void send_cmd(struct upstream *u, uint64_t bits)
 	 * chain and the amount from the same record. */
 	if (u->cmd_queued && bits == 0)
 		cmd.bits = u->queued.bits;
+	/* A HOLD still queued stays one: a path change after it must not restart the draw. */
+	if (u->cmd_queued && u->queued.type == UP_CMD_HOLD && bits == 0)
+		cmd.type = UP_CMD_HOLD;
 	u->queued = cmd;
 	u->cmd_queued = true;
 	flush_cmd(u);
@@ -119,6 +129,12 @@ void upstream_level_changed(struct broker *b)
 
 	if (!u || !u->running || u->drawing || b->stopping)
 		return;
+	if (broker_now(b) < u->hold_until) {
+		/* The hold's timer calls again when it is over. */
+		if (u->hold_timer && sd_event_source_set_time(u->hold_timer, u->hold_until) >= 0)
+			(void)sd_event_source_set_enabled(u->hold_timer, SD_EVENT_ONESHOT);
+		return;
+	}
 	level = eb_pool_level(b->pool);
 	capacity = eb_pool_capacity(b->pool);
 	/* In percent of capacity, as [broker]'s thresholds are; no overflow: capacity <= 2^31. */
@@ -185,6 +201,34 @@ static uint32_t health_credit(struct upstream *u, const struct up_note *h, const
 	return (uint32_t)MIN((uint64_t)h->bits, 8 * (uint64_t)ok);
 }
 
+/* The upstream's bytes failed the health tests (or vouched for more than they can carry): the
+ * rest of this draw is dropped, and the next waits UPSTREAM_HOLD_USEC, as from an upstream that
+ * sends nothing. */
+static void hold(struct upstream *u)
+{
+	/* The chain the thread has already: a HOLD changes nothing else. */
+	struct up_cmd cmd = {.type = UP_CMD_HOLD, .n_chain = (uint32_t)MAX(u->n_chain, 0)};
+
+	memcpy(cmd.chain, u->chain, sizeof(cmd.chain));
+	u->hold_until = broker_now(u->b) + UPSTREAM_HOLD_USEC;
+	if (!u->drawing)
+		return;
+	u->queued = cmd;
+	u->cmd_queued = true;
+	flush_cmd(u);
+	u->drawing = false;
+}
+
+static int on_hold(sd_event_source *src, uint64_t usec, void *userdata)
+{
+	struct upstream *u = userdata;
+
+	(void)src;
+	(void)usec;
+	upstream_level_changed(u->b);
+	return 0;
+}
+
 static void take_data(struct upstream *u, const struct up_note *h, const uint8_t *data)
 {
 	uint64_t credited = 0;
@@ -194,6 +238,9 @@ static void take_data(struct upstream *u, const struct up_note *h, const uint8_t
 	/* Credit is what the upstream vouched for in its DATA and the health tests let through,
 	 * never more: serve_put() clamps it to 8 bits a byte and to the room below capacity. */
 	bits = h->bits > 8 * (uint64_t)h->len ? 0 : health_credit(u, h, data);
+	/* Not the start-up test's first 1024 bytes: only a failure holds. */
+	if (h->bits > 8 * (uint64_t)h->len || eb_health_get_state(&u->health) == EB_HEALTH_FAILED)
+		hold(u);
 	r = serve_put(u->b, data, h->len, bits, &credited);
 	if (r < 0) {
 		log_error_errno(r, "Failed to add what the upstream sent to the pool: %m");
@@ -390,6 +437,14 @@ int upstream_new(struct broker *b, struct upstream **ret)
 	}
 	u->fd = sv[0];
 	u->t.fd = sv[1];
+	r = sd_event_add_time(b->event, &u->hold_timer, CLOCK_MONOTONIC, UINT64_MAX, 0, on_hold, u);
+	if (r >= 0)
+		r = sd_event_source_set_enabled(u->hold_timer, SD_EVENT_OFF);
+	if (r < 0) {
+		log_error_errno(r, "Failed to set up the upstream's timer: %m");
+		upstream_free(u);
+		return r;
+	}
 	r = sd_event_add_io(b->event, &u->io, u->fd, EPOLLIN, on_note, u);
 	if (r < 0) {
 		log_error_errno(r, "Failed to watch the upstream socket pair: %m");
@@ -423,6 +478,7 @@ struct upstream *upstream_free(struct upstream *u)
 		(void)pthread_join(u->t.id, NULL);
 	}
 	sd_event_source_disable_unref(u->io);
+	sd_event_source_disable_unref(u->hold_timer);
 	if (u->fd >= 0)
 		close(u->fd);
 	if (u->t.fd >= 0)
