@@ -133,7 +133,8 @@ static bool same_string(const char *a, const char *b)
 static void keep_upstream(struct eb_conf_upstream *old, struct eb_conf_upstream *new)
 {
 	bool same = old->n_brokers == new->n_brokers &&same_string(old->user, new->user) &&
-	            same_string(old->key_file, new->key_file);
+	            same_string(old->key_file, new->key_file) &&
+	            same_string(old->key_id, new->key_id);
 
 	for (unsigned i = 0; same && i < old->n_brokers; i++)
 		same = same_string(old->brokers[i], new->brokers[i]);
@@ -141,13 +142,15 @@ static void keep_upstream(struct eb_conf_upstream *old, struct eb_conf_upstream 
 		log_notice("[upstream] added; it takes effect at the next restart");
 	if (!old->set || !new->set || same)
 		return;
-	log_notice("[upstream] broker=, user= or key-file= changed; they take effect at the next "
-	           "restart");
+	log_notice(
+	    "[upstream] broker=, user=, key-file= or key-id= changed; they take effect at the "
+	    "next restart");
 	for (unsigned i = 0; i < EB_CONF_UPSTREAM_MAX; i++)
 		SWAP(new->brokers[i], old->brokers[i]);
 	SWAP(new->n_brokers, old->n_brokers);
 	SWAP(new->user, old->user);
 	SWAP(new->key_file, old->key_file);
+	SWAP(new->key_id, old->key_id);
 }
 
 /* What only a restart can change stays as it is; the reloaded file is told so. */
@@ -200,20 +203,43 @@ void broker_config_raise_nofile(const struct eb_conf *conf)
 		    conf->max_lingering);
 }
 
-void broker_config_number_keys(struct broker *b, const struct eb_conf *old, struct eb_conf *new)
+/* The key of was that k is again: the same id (or none), bytes and hash. */
+static const struct eb_user_key *same_key(const struct eb_user *was, const struct eb_user *u,
+                                          const struct eb_user_key *k)
 {
+	for (unsigned i = 0; was && was->key_hash == u->key_hash && i < was->n_keys; i++)
+		if (same_string(was->keys[i].id, k->id) &&
+		    CRYPTO_memcmp(was->keys[i].key, k->key, EB_KEY_SIZE) == 0)
+			return &was->keys[i];
+	return NULL;
+}
+
+unsigned broker_config_number_keys(struct broker *b, const struct eb_conf *old, struct eb_conf *new,
+                                   unsigned *ret_removed)
+{
+	unsigned added = 0, removed = 0;
+
 	for (unsigned i = 0; i < new->n_users; i++) {
 		struct eb_user *u = &new->users[i];
 		const struct eb_user *was = old ? eb_conf_find_user(old, u->name) : NULL;
 
-		if (!u->has_key)
-			continue;
-		if (was && was->has_key && was->key_hash == u->key_hash &&
-		    CRYPTO_memcmp(was->key, u->key, EB_KEY_SIZE) == 0)
-			u->key_serial = was->key_serial;
-		else
-			u->key_serial = ++b->last_key_serial;
+		for (unsigned j = 0; j < u->n_keys; j++) {
+			const struct eb_user_key *k = same_key(was, u, &u->keys[j]);
+
+			u->keys[j].serial = k ? k->serial : ++b->last_key_serial;
+			added += !k;
+		}
 	}
+	for (unsigned i = 0; old && i < old->n_users; i++) {
+		const struct eb_user *was = &old->users[i];
+		const struct eb_user *u = eb_conf_find_user(new, was->name);
+
+		for (unsigned j = 0; j < was->n_keys; j++)
+			removed += !(u && eb_user_key_by_serial(u, was->keys[j].serial));
+	}
+	if (ret_removed)
+		*ret_removed = removed;
+	return added;
 }
 
 /* A reload that failed ends the reload state as one that succeeded does (systemd waits for
@@ -244,13 +270,19 @@ static void reload_failed(struct broker *b, int r, const char *error)
 
 struct rebind {
 	const struct eb_conf *old, *new;
+	unsigned key_gone; /* sessions closed: their user stays, the key they logged in with not */
 };
 
 static int rebind_session(struct registry_entry *e, void *userdata)
 {
-	const struct rebind *rb = userdata;
+	struct rebind *rb = userdata;
+	uint64_t serial = session_key_serial(session_of(e));
+	const struct eb_user *u =
+	    e->user >= 0 ? eb_conf_find_user(rb->new, rb->old->users[e->user].name) : NULL;
+	int user = session_rebind(session_of(e), rb->old, rb->new);
 
-	return session_rebind(session_of(e), rb->old, rb->new);
+	rb->key_gone += user < 0 && serial && u && !eb_user_key_by_serial(u, serial);
+	return user;
 }
 
 /* The switch to new, in one step: nothing between its first line and its last reads the
@@ -259,15 +291,16 @@ static int rebind_session(struct registry_entry *e, void *userdata)
  * lock: a handshake on a worker reads the configuration it replaces. Returns how many sessions
  * are closing after it. */
 static unsigned switch_config(struct broker *b, struct eb_conf *new, struct sched_quota **quotas,
-                              struct user_totals **totals, unsigned **counts)
+                              struct user_totals **totals, unsigned **counts,
+                              unsigned ret_keys[static 3])
 {
 	struct eb_conf *old = b->conf;
-	struct rebind rb = {old, new};
+	struct rebind rb = {old, new, 0};
 	unsigned closing;
 
 	pthread_rwlock_wrlock(&b->conf_lock);
 	keep_restart_only(old, new);
-	broker_config_number_keys(b, old, new);
+	ret_keys[0] = broker_config_number_keys(b, old, new, &ret_keys[1]);
 	b->conf = new;
 	pthread_rwlock_unlock(&b->conf_lock);
 	SWAP(b->quotas, *quotas);
@@ -277,6 +310,7 @@ static unsigned switch_config(struct broker *b, struct eb_conf *new, struct sche
 	/* A handshake on a worker looks keys up in the old conf or in the new, never in one
 	 * being freed: every lookup that could see old was under the read lock, before ours. */
 	eb_conf_free(old); /* wipes the old keys */
+	ret_keys[2] = rb.key_gone;
 	return closing;
 }
 
@@ -289,7 +323,7 @@ void broker_config_reload(struct broker *b)
 	_cleanup_free_ struct user_totals *totals = NULL;
 	_cleanup_free_ unsigned *counts = NULL;
 	struct eb_conf *new = NULL;
-	unsigned before = b->registry.n_sessions, closing;
+	unsigned before = b->registry.n_sessions, closing, keys[3];
 	_cleanup_free_ char *error = NULL;
 	char changes[1024];
 	int r;
@@ -324,10 +358,11 @@ void broker_config_reload(struct broker *b)
 	/* What changed is told before the switch, which frees the old file. */
 	config_diff(b->conf, new, changes, sizeof(changes));
 	config_diff(b->conf, new, b->reload_text, sizeof(b->reload_text));
-	closing = switch_config(b, new, &quotas, &totals, &counts);
-	log_info("Reloaded %s: %u users; %u of %u sessions kept; %s",
+	closing = switch_config(b, new, &quotas, &totals, &counts, keys);
+	log_info("Reloaded %s: %u users; %u of %u sessions kept; %s; keys: %u added, %u removed, "
+	         "%u sessions closed for a removed key",
 	         new->path ? new->path : "the configuration", new->n_users,
-	         b->registry.n_sessions - closing, before, changes);
+	         b->registry.n_sessions - closing, before, changes, keys[0], keys[1], keys[2]);
 	b->reloads++;
 	b->config_loaded_ms = b->last_reload_ms = eb_wall_ms();
 	serve_pool_changed(b); /* the thresholds may have moved */

@@ -14,7 +14,10 @@ int broker_config_load(const char *path, struct eb_conf **ret, char **ret_error)
 void broker_config_raise_nofile(const struct eb_conf *conf);
 /* SIGHUP: reads the configuration again; a file that does not load changes nothing. */
 void broker_config_reload(struct broker *b);
-/* Numbers the keys in new: a user whose key old had too keeps its number, any other key gets a
- * new one. A handshake's key lookup hands the number out, and the session checks it once the
- * handshake is done: a key rotated while the peer was still proving the old one is refused. */
-void broker_config_number_keys(struct broker *b, const struct eb_conf *old, struct eb_conf *new);
+/* Numbers the keys in new: a key old had too (the same user, id, bytes and hash) keeps its
+ * number, any other gets a new one; returns how many got a new one (added), and in *ret_removed
+ * (if not NULL) how many of old's keys new does not have. A handshake's key lookup hands the
+ * number out, the session checks it once the handshake is done (a key removed while the peer was
+ * still proving it is refused), and a reload closes the sessions whose number is gone. */
+unsigned broker_config_number_keys(struct broker *b, const struct eb_conf *old, struct eb_conf *new,
+                                   unsigned *ret_removed);

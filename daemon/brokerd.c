@@ -46,15 +46,16 @@
 static int psk_lookup(const char *identity, struct eb_tls_psk *ret, void *userdata)
 {
 	struct broker *b = userdata;
+	const struct eb_user_key *k;
 	const struct eb_user *u;
 	int r = -ENOENT;
 
 	pthread_rwlock_rdlock(&b->conf_lock);
-	u = eb_conf_find_user(b->conf, identity);
-	if (u && u->has_key) {
-		memcpy(ret->key, u->key, EB_KEY_SIZE);
+	k = eb_conf_find_key(b->conf, identity, &u);
+	if (k) {
+		memcpy(ret->key, k->key, EB_KEY_SIZE);
 		ret->hash = u->key_hash;
-		ret->tag = u->key_serial;
+		ret->tag = k->serial;
 		r = 0;
 	}
 	pthread_rwlock_unlock(&b->conf_lock);
@@ -199,7 +200,7 @@ static int broker_init(struct broker *b, struct eb_conf *conf, const char *confi
 	b->conf = conf;
 	b->config_path = config_path;
 	pthread_rwlock_init(&b->conf_lock, NULL);
-	broker_config_number_keys(b, NULL, conf);
+	(void)broker_config_number_keys(b, NULL, conf, NULL);
 	/* glibc gives the top of the heap back at every free() past 128 KiB, and a sink drawing
 	 * 64 KiB frames would take it again at the next: the broker trims after storms instead
 	 * (trim_heap()). */

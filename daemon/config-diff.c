@@ -58,11 +58,17 @@ static bool same_ids(const unsigned *a, unsigned na, const unsigned *b, unsigned
 	return na == nb && (na == 0 || memcmp(a, b, na * sizeof(*a)) == 0);
 }
 
-/* A key that appears, goes or differs; compared in constant time, as keys always are. */
+/* A key that appears, goes or differs (its id, its bytes, its hash); compared in constant time,
+ * as keys always are. */
 static bool key_changed(const struct eb_user *a, const struct eb_user *b)
 {
-	return a->has_key != b->has_key ||
-	       (a->has_key && CRYPTO_memcmp(a->key, b->key, sizeof(a->key)) != 0);
+	bool changed = a->n_keys != b->n_keys || a->key_hash != b->key_hash;
+
+	for (unsigned i = 0; !changed && i < a->n_keys; i++)
+		changed = !a->keys[i].id != !b->keys[i].id ||
+		          (a->keys[i].id && strcmp(a->keys[i].id, b->keys[i].id) != 0) ||
+		          CRYPTO_memcmp(a->keys[i].key, b->keys[i].key, EB_KEY_SIZE) != 0;
+	return changed;
 }
 
 /* Roles, the caps and quota, max-sessions, and who the user is over unix. */

@@ -178,7 +178,7 @@ static int check_config(void)
 	if (broker_config_load(arg_config, &conf, NULL) < 0)
 		return 2;
 	for (unsigned i = 0; i < conf->n_users; i++)
-		n_keys += conf->users[i].has_key;
+		n_keys += conf->users[i].n_keys;
 	printf("%s: configuration good: %u user%s, %u key file%s\n",
 	       arg_config ? arg_config : EB_CONF_DEFAULT_PATH, conf->n_users,
 	       conf->n_users == 1 ? "" : "s", n_keys, n_keys == 1 ? "" : "s");

@@ -226,23 +226,17 @@ int session_identify_unix(struct session *s)
 static int identify_tls(struct session *s)
 {
 	const char *id = eb_conn_identity(s->conn);
-	const struct eb_user *u = id ? eb_conf_find_user(s->broker->conf, id) : NULL;
+	const struct eb_user *u = NULL;
+	const struct eb_user_key *k = id ? eb_conf_find_key(s->broker->conf, id, &u) : NULL;
 
-	if (!u) {
+	/* The key was looked up when the ClientHello came; a reload since may have removed or
+	 * replaced it, and such a key must open nothing more. */
+	if (!k || k->serial != eb_conn_key_tag(s->conn)) {
 		broker_count(s->broker, EB_COUNTER_AUTH_OTHER);
 		log_peer_refused(s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
-		                 "Refusing %s: its TLS identity names no user", s->peer);
-		return -EACCES;
-	}
-	/* The key was looked up when the ClientHello came; a reload since may have rotated it,
-	 * and a rotated key must open nothing more. */
-	if (eb_conn_key_tag(s->conn) != u->key_serial) {
-		broker_count(s->broker, EB_COUNTER_AUTH_OTHER);
-		log_peer_refused(
-		    s->broker, PEER_LOG_HANDSHAKE, LOG_WARNING,
-		    "Refusing %s (user %s): its key was replaced by a reload during the TLS "
-		    "handshake",
-		    s->peer, u->name);
+		                 "Refusing %s (%s): its key was removed or replaced by a reload "
+		                 "during the TLS handshake",
+		                 s->peer, id ? id : "no identity");
 		return -EACCES;
 	}
 	return bind_user(s, u);
@@ -267,6 +261,11 @@ static bool unix_peer_maps_to(struct session *s, const struct eb_conf *conf,
 	return unix_peer_user(eb_conn_fd(s->conn), conf, &uc) == u;
 }
 
+uint64_t session_key_serial(const struct session *s)
+{
+	return eb_conn_key_tag(s->conn);
+}
+
 int session_rebind(struct session *s, const struct eb_conf *old, const struct eb_conf *new)
 {
 	const struct eb_user *was, *u;
@@ -281,10 +280,10 @@ int session_rebind(struct session *s, const struct eb_conf *old, const struct eb
 	u = eb_conf_find_user(new, was->name);
 	if (!u)
 		why = "its user is gone";
-	else if (eb_conn_is_tls(s->conn) &&
-	         (!u->has_key || CRYPTO_memcmp(u->key, was->key, EB_KEY_SIZE) != 0))
-		/* A key is rotated because the old one may be known: what it opened closes. */
-		why = "its user's key changed";
+	else if (eb_conn_is_tls(s->conn) && !eb_user_key_by_serial(u, eb_conn_key_tag(s->conn)))
+		/* A key is removed because it may be known: what it opened closes, and only that;
+		 * the user's other keys' sessions carry on. */
+		why = "the key it logged in with was removed or replaced";
 	else if (!eb_conn_is_tls(s->conn) && !unix_peer_maps_to(s, new, u))
 		why = "its uid and gid no longer map to its user";
 	else if (s->reg.roles & ~u->roles)

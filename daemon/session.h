@@ -126,3 +126,5 @@ void session_disconnect(struct session *s, const char *why);
  * uid/gid (unix). A TLS handshake still in progress carries on, and is judged by the new file
  * when it is done (-1: no user yet). Frees nothing. */
 int session_rebind(struct session *s, const struct eb_conf *old, const struct eb_conf *new);
+/* The number of the key a TLS session logged in with (struct eb_user_key), else 0. */
+uint64_t session_key_serial(const struct session *s);

@@ -388,6 +388,7 @@ int upstream_new(struct broker *b, struct upstream **ret)
 	    .n_brokers = c->n_brokers,
 	    .user = c->user,
 	    .key_file = c->key_file,
+	    .key_id = c->key_id,
 	    .roles = EB_ROLE_SINK,
 	    .kind = "eb-brokerd upstream draw",
 	    .timeout_ms = UPSTREAM_TIMEOUT_MS,

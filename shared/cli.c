@@ -12,6 +12,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "key.h"
 #include "log.h"
 #include "source.h"
 #include "time-util.h"
@@ -37,6 +38,17 @@ int eb_cli_client_option(int c, const char *arg, struct eb_client_options *o, co
 		return 1;
 	case 'k':
 		o->key_file = arg;
+		return 1;
+	case EB_CLI_ARG_KEY_ID:
+		if (!eb_key_id_valid(arg)) {
+			log_error(
+			    "Invalid --key-id \"%s\": expected 1..%d letters, digits, \".\", \"_\" "
+			    "or \"-\", starting with a letter or digit, as in the broker's "
+			    "key = ID PATH",
+			    arg, EB_KEY_ID_MAX);
+			return -2;
+		}
+		o->key_id = arg;
 		return 1;
 	case 'v':
 		log_set_max_level(LOG_DEBUG);
@@ -326,7 +338,16 @@ static int parse(int argc, char *argv[], const struct eb_cli_program *prog,
 	}
 	/* Given on the command line: $EB_USER, from a unit's environment file, is no error. */
 	given_identity = o && (o->user != user || o->key_file != key_file);
-	if (o && !prog->no_environment && eb_cli_client_env(o) < 0) {
+	r = o && !prog->no_environment ? eb_cli_client_env(o) : 0;
+	/* check-source: allow einval-compare (eb_cli_client_env(): a bad $EB_KEY_ID) */
+	if (r == -EINVAL) {
+		log_error(
+		    "Invalid $EB_KEY_ID \"%s\": expected 1..%d letters, digits, \".\", \"_\" or "
+		    "\"-\", starting with a letter or digit",
+		    getenv("EB_KEY_ID"), EB_KEY_ID_MAX);
+		return 2;
+	}
+	if (r < 0) {
 		log_error("Too many brokers in $EB_BROKER: at most %d", EB_CLIENT_BROKERS_MAX);
 		return 2;
 	}
@@ -416,6 +437,12 @@ int eb_cli_client_env(struct eb_client_options *o)
 	e = getenv("EB_USER");
 	if (!o->user && e && *e)
 		o->user = e;
+	e = getenv("EB_KEY_ID");
+	if (!o->key_id && e && *e) {
+		if (!eb_key_id_valid(e))
+			return -EINVAL;
+		o->key_id = e;
+	}
 	e = getenv("EB_BROKER");
 	if (o->n_brokers > 0 || !e || !*e)
 		return 0;

@@ -16,6 +16,7 @@ struct eb_source_stats;
 
 enum {
 	EB_CLI_ARG_VERSION = 0x100,
+	EB_CLI_ARG_KEY_ID,
 	EB_CLI_ARG_DUMP_RAW,
 	EB_CLI_ARG_SAMPLES,
 	EB_CLI_ARG_CREDIT,
@@ -27,8 +28,9 @@ enum {
 #define EB_CLI_CLIENT_SHORTOPTS "b:u:k:vh"
 #define EB_CLI_CLIENT_OPTIONS                                                                      \
 	{"broker", required_argument, NULL, 'b'}, {"user", required_argument, NULL, 'u'},          \
-	    {"key-file", required_argument, NULL, 'k'}, {"verbose", no_argument, NULL, 'v'},       \
-	    {"help", no_argument, NULL, 'h'},                                                      \
+	    {"key-file", required_argument, NULL, 'k'},                                            \
+	    {"key-id", required_argument, NULL, EB_CLI_ARG_KEY_ID},                                \
+	    {"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'},                 \
 	{                                                                                          \
 		"version", no_argument, NULL, EB_CLI_ARG_VERSION                                   \
 	}
@@ -46,6 +48,8 @@ enum {
 	"                        unix+tls:/PATH, virtio:NAME\n"                                    \
 	"  -u, --user NAME       user name for TLS brokers\n"                                      \
 	"  -k, --key-file PATH   key file (default: the credential eb.key)\n"                      \
+	"      --key-id ID       the key's id at the broker (key = ID PATH), when the user\n"      \
+	"                        has several; default: none, the user's first key\n"               \
 	"  -v, --verbose         log debug messages\n"                                             \
 	"  -h, --help            show this help\n"                                                 \
 	"      --version         show the version\n"
@@ -156,7 +160,8 @@ int eb_cli_client_option(int c, const char *arg, struct eb_client_options *o, co
 
 /* Fills in what the command line left out from the environment, so that a unit can take them
  * from an EnvironmentFile=: $EB_BROKER (broker URIs separated by spaces) when no --broker was
- * given, $EB_USER when no --user. Empty variables count as unset. */
+ * given, $EB_USER when no --user, $EB_KEY_ID when no --key-id. Empty variables count as unset.
+ * -E2BIG: too many brokers; -EINVAL: $EB_KEY_ID is no key id. */
 int eb_cli_client_env(struct eb_client_options *o);
 
 /* Parses a non-negative number of bits with at most three decimals ("4", "0.5", "7.125") into

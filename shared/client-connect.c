@@ -120,7 +120,7 @@ static int load_identity(struct eb_client *c, const struct eb_client_options *o,
 		*ret_error = eb_key_describe_error(key_file, r);
 		return r;
 	}
-	r = eb_tls_client_new(c->user, key, &c->tls);
+	r = eb_tls_client_new(c->user, o->key_id, key, &c->tls);
 	explicit_bzero(key, sizeof(key));
 	if (r < 0) {
 		*ret_error = strdup_printf("Failed to set up TLS: %s", strerror(-r));

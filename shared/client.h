@@ -19,6 +19,7 @@ struct eb_client_options {
 	unsigned n_brokers;
 	const char *user;     /* TLS identity; not needed over unix: */
 	const char *key_file; /* NULL: $CREDENTIALS_DIRECTORY/eb.key */
+	const char *key_id;   /* the key's id at the broker (docs/protocol.md 1.1); NULL: none */
 	unsigned roles;       /* enum eb_role bits asked for at HELLO */
 	const char *kind;     /* free text for the broker's log, e.g. "file /dev/stdin" */
 	uint32_t claim_mbits_per_byte;

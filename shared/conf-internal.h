@@ -30,7 +30,7 @@ struct conf_item {
 	const char *expected;
 };
 
-#define CONF_ITEMS_MAX 32
+#define CONF_ITEMS_MAX 40
 
 /* The table's state over the reader's: files are read in order, later ones override earlier
  * ones. */
@@ -51,6 +51,10 @@ struct conf_ctx {
 
 /* The item for key in section s and its index (< CONF_ITEMS_MAX), or NULL: an unknown key. */
 const struct conf_item *conf_find_item(enum conf_section s, const char *key, size_t *ret_index);
+
+/* key-file= and key = ID PATH in a [user] (conf-keys.c): one more key for the current user. */
+int conf_parse_user_key_file(struct conf_ctx *c, const char *value, void *field);
+int conf_parse_user_key(struct conf_ctx *c, const char *value, void *field);
 
 /* Empties the listen= list, which a later file's list replaces whole. */
 void conf_listen_clear(struct eb_conf *conf);

@@ -28,6 +28,7 @@ static int parse_threads(struct conf_ctx *c, const char *value, void *field);
 static int parse_listen(struct conf_ctx *c, const char *value, void *field);
 static int parse_roles(struct conf_ctx *c, const char *value, void *field);
 static int parse_key_file(struct conf_ctx *c, const char *value, void *field);
+static int parse_key_id(struct conf_ctx *c, const char *value, void *field);
 static int parse_uid(struct conf_ctx *c, const char *value, void *field);
 static int parse_gid(struct conf_ctx *c, const char *value, void *field);
 static int parse_credit(struct conf_ctx *c, const char *value, void *field);
@@ -77,8 +78,10 @@ static const struct conf_item items[] = {
      "IP addresses or networks (192.0.2.1, 10.0.0.0/8, 2001:db8::/32), separated by commas"},
     {CONF_SECTION_USER, "role", parse_roles, offsetof(struct eb_user, roles), false,
      "a comma-separated list of source, sink, admin"},
-    {CONF_SECTION_USER, "key-file", parse_key_file, offsetof(struct eb_user, key_file), false,
+    {CONF_SECTION_USER, "key-file", conf_parse_user_key_file, offsetof(struct eb_user, keys), false,
      "an absolute path"},
+    {CONF_SECTION_USER, "key", conf_parse_user_key, offsetof(struct eb_user, keys), true,
+     "a key id (1..32 letters, digits, \".\", \"_\" or \"-\"), a space and an absolute path"},
     {CONF_SECTION_USER, "key-hash", parse_key_hash, offsetof(struct eb_user, key_hash), false,
      "sha384 or sha256"},
     {CONF_SECTION_USER, "unix-uid", parse_uid, offsetof(struct eb_user, unix_uids), false,
@@ -100,6 +103,8 @@ static const struct conf_item items[] = {
      "a user name of 1..64 letters, digits, \".\", \"_\" or \"-\""},
     {CONF_SECTION_UPSTREAM, "key-file", parse_key_file, offsetof(struct eb_conf_upstream, key_file),
      false, "an absolute path"},
+    {CONF_SECTION_UPSTREAM, "key-id", parse_key_id, offsetof(struct eb_conf_upstream, key_id),
+     false, "a key id: 1..32 letters, digits, \".\", \"_\" or \"-\""},
     {CONF_SECTION_UPSTREAM, "low-water-percent", parse_percent,
      offsetof(struct eb_conf_upstream, low_water_pct), false, "a number 0..100"},
     {CONF_SECTION_UPSTREAM, "draw-bits", parse_draw_bits,
@@ -268,22 +273,18 @@ static int parse_seed_file(struct conf_ctx *c, const char *value, void *field)
 
 static int parse_key_file(struct conf_ctx *c, const char *value, void *field)
 {
-	struct eb_user *u;
-	char *origin;
-	int r;
-
+	(void)c;
 	if (value[0] != '/')
 		return -EINVAL;
-	r = set_string(value, field);
-	if (r < 0 || c->section != CONF_SECTION_USER)
-		return r;
-	/* Loading the key comes after the files are read: its errors need the place kept. */
-	u = &c->conf->users[c->user];
-	if (asprintf(&origin, "%s:%u", c->ini.files[c->ini.file], c->ini.line) < 0)
-		return -ENOMEM;
-	free(u->key_file_origin);
-	u->key_file_origin = origin;
-	return 0;
+	return set_string(value, field);
+}
+
+static int parse_key_id(struct conf_ctx *c, const char *value, void *field)
+{
+	(void)c;
+	if (!eb_key_id_valid(value))
+		return -EINVAL;
+	return set_string(value, field);
 }
 
 static int parse_listen(struct conf_ctx *c, const char *value, void *field)
@@ -374,6 +375,7 @@ void conf_upstream_clear(struct eb_conf_upstream *u)
 		free(u->brokers[i]);
 	free(u->user);
 	free(u->key_file);
+	free(u->key_id);
 	*u = (struct eb_conf_upstream){};
 }
 

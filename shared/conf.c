@@ -50,13 +50,16 @@ bool eb_conf_user_name_valid(const char *s, size_t n)
 	return true;
 }
 
-/* Frees what a user holds and wipes its key; the struct is left for reuse. */
+/* Frees what a user holds and wipes its keys; the struct is left for reuse. */
 static void user_clear(struct eb_user *u)
 {
-	explicit_bzero(u->key, sizeof(u->key));
+	for (unsigned i = 0; i < u->n_keys; i++) {
+		explicit_bzero(u->keys[i].key, sizeof(u->keys[i].key));
+		free(u->keys[i].id);
+		free(u->keys[i].file);
+		free(u->keys[i].origin);
+	}
 	free(u->name);
-	free(u->key_file);
-	free(u->key_file_origin);
 	*u = (struct eb_user){};
 }
 
@@ -332,7 +335,7 @@ static void validate(struct conf_ctx *c)
 			    u->name);
 			continue;
 		}
-		if (!u->key_file && u->n_unix_uids == 0 && u->n_unix_gids == 0) {
+		if (u->n_keys == 0 && u->n_unix_uids == 0 && u->n_unix_gids == 0) {
 			eb_ini_error_at(
 			    &c->ini, c->user_places[i],
 			    "[user %s] has neither key-file nor unix-uid or unix-gid, so it could never connect",
@@ -460,69 +463,6 @@ int eb_conf_load_files(const char *const *paths, unsigned n_paths, struct eb_con
 int eb_conf_load(const char *path, struct eb_conf **ret, char **ret_error)
 {
 	return eb_conf_load_files(&path, 1, ret, ret_error);
-}
-
-/* Appends "line\n" to *all; false when out of memory. */
-static bool append_line(char **all, const char *line)
-{
-	char *t;
-
-	if (asprintf(&t, "%s%s\n", *all ? *all : "", line) < 0)
-		return false;
-	free(*all);
-	*all = t;
-	return true;
-}
-
-int eb_conf_load_keys(struct eb_conf *conf, char **ret_error)
-{
-	_cleanup_free_ char *all = NULL;
-	int r = 0;
-
-	if (!conf)
-		return -EINVAL;
-
-	/* Every key is tried, so that one run names every file that is wrong. */
-	for (unsigned i = 0; i < conf->n_users; i++) {
-		struct eb_user *u = &conf->users[i];
-		_cleanup_free_ char *msg = NULL;
-		const char *where;
-		char *why;
-		int k;
-
-		if (!u->key_file)
-			continue;
-		k = eb_key_load(u->key_file, u->key);
-		if (k >= 0) {
-			u->has_key = true;
-			continue;
-		}
-		if (r >= 0 || k == -ENOMEM)
-			r = k;
-		if (k == -ENOMEM)
-			break;
-		where = u->key_file_origin ? u->key_file_origin
-		        : conf->path       ? conf->path
-		                           : "configuration";
-		why = eb_key_describe_error(u->key_file, k);
-		if (why && asprintf(&msg, "%s: [user %s]: %s", where, u->name, why) < 0)
-			msg = NULL;
-		free(why);
-		if (!msg || !append_line(&all, msg)) {
-			r = -ENOMEM;
-			break;
-		}
-	}
-	if (r >= 0)
-		return 0;
-	if (r == -ENOMEM) {
-		free(all);
-		all = NULL;
-	}
-	if (all)
-		all[strlen(all) - 1] = '\0'; /* the last line's '\n' */
-	set_error(ret_error, TAKE_PTR(all));
-	return r;
 }
 
 bool eb_conf_proxy_trusted(const struct eb_conf *conf, const struct sockaddr *peer)

@@ -20,14 +20,27 @@
 /* proxy-protocol-from= names at most this many addresses or networks. */
 #define EB_CONF_PROXY_FROM_MAX 16
 
+/* A user holds at most this many keys, so that one can be staged beside the one in use. */
+#define EB_USER_KEYS_MAX 8
+
+/* One of a user's pre-shared keys: key-file= (no id) or key = ID PATH. */
+struct eb_user_key {
+	char *id;                 /* NULL: key-file='s, which has none */
+	char *file;               /* the key file, an absolute path */
+	char *origin;             /* "path:line" of its line, for the errors of loading it */
+	uint8_t key[EB_KEY_SIZE]; /* loaded from file by eb_conf_load_keys() */
+	bool loaded;
+	uint64_t serial; /* the broker's: which version of the key this is (0: not numbered) */
+};
+
 struct eb_user {
 	char *name;
-	unsigned roles;           /* enum eb_role bits */
-	char *key_file;           /* NULL: the user connects over unix: only */
-	char *key_file_origin;    /* "path:line" of key-file=, for the errors of loading it */
-	uint8_t key[EB_KEY_SIZE]; /* loaded from key_file by eb_conf_load_keys() */
-	bool has_key;
-	enum eb_key_hash key_hash;             /* the hash the key is bound to (default SHA-384) */
+	unsigned roles; /* enum eb_role bits */
+	/* The user's keys, none when it connects over unix: only. The first is its default key,
+	 * the one a bare user name names: key-file='s when it has one, else the first key=. */
+	struct eb_user_key keys[EB_USER_KEYS_MAX];
+	unsigned n_keys;
+	enum eb_key_hash key_hash; /* the hash every key is bound to (default SHA-384) */
 	uid_t unix_uids[EB_CONF_UNIX_IDS_MAX]; /* these uids over unix: are this user */
 	unsigned n_unix_uids;
 	gid_t unix_gids[EB_CONF_UNIX_IDS_MAX]; /* and members of these groups (primary, or */
@@ -36,7 +49,6 @@ struct eb_user {
 	uint64_t quota_bits_per_hour; /* 0: no quota; pool bits a sink's draws may spend per hour */
 	unsigned max_sessions;        /* default 128: authenticated sessions at once */
 	bool downstream_broker; /* a broker drawing from this one: its HELLO may carry chain ids */
-	uint64_t key_serial; /* the broker's: which version of the key this is (0: not numbered) */
 };
 
 /* [upstream]: this broker draws from other brokers as a sink when its level is low. */
@@ -46,6 +58,7 @@ struct eb_conf_upstream {
 	unsigned n_brokers;
 	char *user;             /* user= at the upstream; over unix: none is needed */
 	char *key_file;         /* key-file=; NULL: the credential eb.key */
+	char *key_id;           /* key-id=: the id of that key at the upstream; NULL: none */
 	unsigned low_water_pct; /* default 50: draw when the level is below this */
 	uint64_t draw_bits;     /* default 65536: what one refill asks for */
 };
@@ -97,7 +110,7 @@ int eb_conf_load(const char *path, struct eb_conf **ret, char **ret_error);
 int eb_conf_load_files(const char *const *paths, unsigned n_paths, struct eb_conf **ret,
                        char **ret_error);
 
-/* Loads every user's key_file (eb_key_load()). Every key is tried; on failure *ret_error has a
+/* Loads every user's key files (eb_key_load()). Every key is tried; on failure *ret_error has a
  * line for each that failed ("path:line: [user NAME]: key file ...", lines joined by '\n'). */
 int eb_conf_load_keys(struct eb_conf *conf, char **ret_error);
 
@@ -113,6 +126,12 @@ const struct eb_user *eb_conf_find_user(const struct eb_conf *conf, const char *
 /* Whether name (n bytes) may name a [user]: 1-64 of letters, digits, '.', '_' and '-', the first
  * a letter or a digit (what eb-keygen --user writes is what the broker reads). */
 bool eb_conf_user_name_valid(const char *name, size_t n);
+/* u's key numbered serial (struct eb_user_key), or NULL. */
+const struct eb_user_key *eb_user_key_by_serial(const struct eb_user *u, uint64_t serial);
+/* The loaded key a TLS identity names (docs/protocol.md 1.1): "NAME" the user's default key (its
+ * first), "NAME/ID" the key with that id; its user in *ret_user. NULL when there is none. */
+const struct eb_user_key *eb_conf_find_key(const struct eb_conf *conf, const char *identity,
+                                           const struct eb_user **ret_user);
 /* The user a unix peer is: the one that maps its uid; else the one that maps its primary gid;
  * else the one that maps one of its supplementary groups (groups, n_groups; may be NULL, 0), as
  * long as they all map to that one: a peer whose groups map to several users is none of them,

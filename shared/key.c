@@ -37,6 +37,16 @@ static const char *const hash_names[_EB_KEY_HASH_MAX] = {
     [EB_KEY_HASH_SHA256] = "sha256",
 };
 
+bool eb_key_id_valid(const char *id)
+{
+	size_t n = id ? strlen(id) : 0;
+
+	return n > 0 && n <= EB_KEY_ID_MAX &&
+	       strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+	           n &&
+	       !strchr("._-", id[0]);
+}
+
 const char *eb_key_hash_to_string(enum eb_key_hash h)
 {
 	return h >= 0 && h < _EB_KEY_HASH_MAX ? hash_names[h] : NULL;

@@ -23,6 +23,12 @@ enum eb_key_hash {
 	_EB_KEY_HASH_INVALID = -EINVAL,
 };
 
+/* A key id: what tells a user's keys apart, on the wire after the user name and a '/' (docs/
+ * protocol.md 1.1): 1 to EB_KEY_ID_MAX letters, digits, '.', '_' or '-', starting with a letter or
+ * a digit, like a user name. */
+#define EB_KEY_ID_MAX 32
+bool eb_key_id_valid(const char *id);
+
 /* "sha384", "sha256"; NULL for anything else. */
 const char *eb_key_hash_to_string(enum eb_key_hash h);
 /* The reverse; _EB_KEY_HASH_INVALID for a string that names no hash. */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
@@ -37,7 +38,7 @@ struct server_data {
 };
 
 struct client_data {
-	char user[EB_KIND_MAX + 1];
+	char identity[EB_TLS_IDENTITY_MAX + 1];
 	uint8_t key[EB_KEY_SIZE];
 	enum eb_key_hash hash;
 };
@@ -178,7 +179,7 @@ static int find_session(SSL *ssl, const unsigned char *identity, size_t identity
 	struct eb_tls_peer *peer;
 	struct eb_tls_psk psk = {};
 	uint8_t dummy[EB_KEY_SIZE];
-	bool printable = true, too_long = identity_len > EB_KIND_MAX, ok;
+	bool printable = true, too_long = identity_len > EB_TLS_IDENTITY_MAX, ok;
 	size_t shown;
 
 	*ret = NULL;
@@ -192,10 +193,10 @@ static int find_session(SSL *ssl, const unsigned char *identity, size_t identity
 		return 1;
 
 	/* The identity is the peer's first word to us: keep a printable copy, since it ends up in
-	 * a log line when the user is unknown. One longer than any user name can be is nobody,
-	 * and is not looked up under a shortened name: "..." marks it in the log. */
+	 * a log line when the user is unknown. One longer than any user name and key id can be is
+	 * nobody, and is not looked up under a shortened name: "..." marks it in the log. */
 	peer->known = peer->wrong_hash = false;
-	shown = MIN(identity_len, (size_t)EB_KIND_MAX);
+	shown = MIN(identity_len, (size_t)EB_TLS_IDENTITY_MAX);
 	for (size_t i = 0; i < shown; i++) {
 		bool ok_byte = identity[i] >= 0x20 && identity[i] < 0x7f;
 
@@ -236,8 +237,8 @@ static int use_session(SSL *ssl, const EVP_MD *md, const unsigned char **ret_id,
 	*ret = psk_session(cipher, d->key);
 	if (!*ret)
 		return 0;
-	*ret_id = (const unsigned char *)d->user;
-	*ret_idlen = strlen(d->user);
+	*ret_id = (const unsigned char *)d->identity;
+	*ret_idlen = strlen(d->identity);
 	return 1;
 }
 
@@ -294,20 +295,20 @@ int eb_tls_server_new(eb_tls_psk_lookup_t lookup, void *userdata, SSL_CTX **ret)
 	return 0;
 }
 
-int eb_tls_client_new_hash(const char *user, const uint8_t key[EB_KEY_SIZE], enum eb_key_hash hash,
-                           SSL_CTX **ret)
+int eb_tls_client_new_hash(const char *identity, const uint8_t key[EB_KEY_SIZE],
+                           enum eb_key_hash hash, SSL_CTX **ret)
 {
 	struct client_data *d;
 	SSL_CTX *ctx;
 
-	if (!user || strlen(user) == 0 || strlen(user) > EB_KIND_MAX || hash < 0 ||
-	    hash >= _EB_KEY_HASH_MAX)
+	if (!identity || strlen(identity) == 0 || strlen(identity) > EB_TLS_IDENTITY_MAX ||
+	    hash < 0 || hash >= _EB_KEY_HASH_MAX)
 		return -EINVAL;
 	/* The one suite of the key's hash: a broker then has nothing else to choose. */
 	ctx = ctx_new(TLS_client_method(), suite_names[hash], (void **)&d);
 	if (!ctx)
 		return -ENOMEM;
-	memcpy(d->user, user, strlen(user) + 1);
+	memcpy(d->identity, identity, strlen(identity) + 1);
 	memcpy(d->key, key, EB_KEY_SIZE);
 	d->hash = hash;
 	SSL_CTX_set_psk_use_session_callback(ctx, use_session);
@@ -315,9 +316,19 @@ int eb_tls_client_new_hash(const char *user, const uint8_t key[EB_KEY_SIZE], enu
 	return 0;
 }
 
-int eb_tls_client_new(const char *user, const uint8_t key[EB_KEY_SIZE], SSL_CTX **ret)
+int eb_tls_client_new(const char *user, const char *key_id, const uint8_t key[EB_KEY_SIZE],
+                      SSL_CTX **ret)
 {
-	return eb_tls_client_new_hash(user, key, EB_KEY_HASH_SHA384, ret);
+	char identity[EB_TLS_IDENTITY_MAX + 1];
+
+	/* The identity names the key (docs/protocol.md 1.1): "USER/KEYID", or the bare user name
+	 * for the user's default key, which every broker understands. */
+	if (!user || strlen(user) == 0 || strlen(user) > EB_KIND_MAX ||
+	    (key_id && !eb_key_id_valid(key_id)))
+		return -EINVAL;
+	snprintf(identity, sizeof(identity), "%s%s%s", user, key_id ? "/" : "",
+	         key_id ? key_id : "");
+	return eb_tls_client_new_hash(identity, key, EB_KEY_HASH_SHA384, ret);
 }
 
 SSL_CTX *eb_tls_free(SSL_CTX *ctx)

@@ -211,8 +211,10 @@ static void test_full(void **state)
 	u = eb_conf_find_user(conf, "alice");
 	assert_non_null(u);
 	assert_int_equal(u->roles, EB_ROLE_SOURCE);
-	assert_string_equal(u->key_file, "/k/alice.key");
-	assert_false(u->has_key);
+	assert_int_equal(u->n_keys, 1);
+	assert_string_equal(u->keys[0].file, "/k/alice.key");
+	assert_null(u->keys[0].id);
+	assert_false(u->keys[0].loaded);
 	assert_int_equal(u->n_unix_uids, 0);
 	assert_int_equal(u->n_unix_gids, 0);
 	assert_int_equal(u->max_credit_per_byte, 0);
@@ -222,7 +224,7 @@ static void test_full(void **state)
 	u = eb_conf_find_user(conf, "bob.b_2-x");
 	assert_non_null(u);
 	assert_int_equal(u->roles, EB_ROLE_ALL);
-	assert_null(u->key_file);
+	assert_int_equal(u->n_keys, 0);
 	assert_int_equal(u->n_unix_uids, 1);
 	assert_int_equal(u->unix_uids[0], 1000);
 	assert_int_equal(u->n_unix_gids, 1);
@@ -365,6 +367,11 @@ static void test_errors_structure(void **state)
 	             8, "duplicate section [user a], first defined on line 1");
 	expect_error("[user a]\n[user a]\n", 2,
 	             "duplicate section [user a], first defined on line 1");
+	expect_error("[user a]\nrole = sink\nkey = k1 /a\nkey = k1 /b\n", 4,
+	             "invalid value \"k1 /b\" for key: the user has a key of that id already");
+	expect_error("[user a]\nrole = sink\nkey-file = /a\nkey = 1 /a\nkey = 2 /a\nkey = 3 /a\n"
+	             "key = 4 /a\nkey = 5 /a\nkey = 6 /a\nkey = 7 /a\nkey = 8 /a\n",
+	             11, "invalid value \"8 /a\" for key: too many keys for one user (at most 8)");
 	expect_error(
 	    "[user -a]\n", 1,
 	    "invalid user name \"-a\": expected 1..64 letters, digits, \".\", \"_\" or \"-\", starting with a letter or digit");
@@ -484,6 +491,17 @@ static void test_errors_values(void **state)
 	    {"role", "root", "a comma-separated list of source, sink, admin"},
 	    {"key-file", "keys/a.key", "an absolute path"},
 	    {"key-file", "", "an absolute path"},
+	    {"key", "/a.key",
+	     "a key id (1..32 letters, digits, \".\", \"_\" or \"-\"), a space and an absolute path"},
+	    {"key", "a/b /a.key",
+	     "a key id (1..32 letters, digits, \".\", \"_\" or \"-\"), a space and an absolute path"},
+	    {"key", "-a /a.key",
+	     "a key id (1..32 letters, digits, \".\", \"_\" or \"-\"), a space and an absolute path"},
+	    {"key", "a a.key",
+	     "a key id (1..32 letters, digits, \".\", \"_\" or \"-\"), a space and an absolute path"},
+	    {"key", "123456789012345678901234567890123 /a.key",
+	     "a key id (1..32 letters, digits, \".\", \"_\" or \"-\"), a space and an absolute path"},
+	    {"key-hash", "sha512", "sha384 or sha256"},
 	    {"unix-uid", "-1", "uids or user names, separated by commas"},
 	    {"unix-uid", "4294967295", "uids or user names, separated by commas"},
 	    {"unix-uid", "1000x", "uids or user names, separated by commas"},
@@ -891,7 +909,7 @@ static void test_keys(void **state)
 {
 	_cleanup_(eb_conf_freep) struct eb_conf *conf = NULL;
 	_cleanup_free_ char *error = NULL, *expected = NULL;
-	char ka[300], kb[300], content[1024];
+	char ka[300], kb[300], content[1024], several[2048];
 	const struct eb_user *u;
 	uint8_t want[EB_KEY_SIZE];
 
@@ -912,13 +930,47 @@ static void test_keys(void **state)
 	assert_int_equal(eb_conf_load_keys(conf, &error), 0);
 	assert_null(error);
 	u = eb_conf_find_user(conf, "a");
-	assert_true(u->has_key);
-	assert_int_equal(u->key[0], 0x00);
-	assert_int_equal(u->key[15], 0xff);
+	assert_true(u->keys[0].loaded);
+	assert_int_equal(u->keys[0].key[0], 0x00);
+	assert_int_equal(u->keys[0].key[15], 0xff);
 	u = eb_conf_find_user(conf, "b");
-	assert_true(u->has_key);
-	assert_memory_equal(u->key, want, EB_KEY_SIZE);
-	assert_false(eb_conf_find_user(conf, "local")->has_key);
+	assert_true(u->keys[0].loaded);
+	assert_memory_equal(u->keys[0].key, want, EB_KEY_SIZE);
+	assert_int_equal(eb_conf_find_user(conf, "local")->n_keys, 0);
+	conf = eb_conf_free(conf);
+
+	/* Several keys: key-file= is the default whatever its line, the others by their ids. */
+	snprintf(several, sizeof(several),
+	         "[user a]\nrole = sink\nkey = new %s\nkey-file = %s\nkey = n2 %s\n"
+	         "[user b]\nrole = sink\nkey = only %s\n",
+	         kb, ka, ka, kb);
+	conf = load_ok(several);
+	assert_int_equal(eb_conf_load_keys(conf, &error), 0);
+	{
+		const struct eb_user *who = NULL;
+		const struct eb_user_key *k;
+
+		u = eb_conf_find_user(conf, "a");
+		assert_int_equal(u->n_keys, 3);
+		assert_null(u->keys[0].id);
+		assert_string_equal(u->keys[1].id, "new");
+		assert_string_equal(u->keys[2].id, "n2");
+		k = eb_conf_find_key(conf, "a", &who);
+		assert_ptr_equal(k, &u->keys[0]);
+		assert_ptr_equal(who, u);
+		assert_ptr_equal(eb_conf_find_key(conf, "a/new", &who), &u->keys[1]);
+		assert_memory_equal(eb_conf_find_key(conf, "a/new", &who)->key, want, EB_KEY_SIZE);
+		assert_ptr_equal(eb_conf_find_key(conf, "a/n2", &who), &u->keys[2]);
+		assert_null(eb_conf_find_key(conf, "a/", &who));
+		assert_null(eb_conf_find_key(conf, "a/n", &who));
+		assert_null(eb_conf_find_key(conf, "a/new/", &who));
+		assert_null(eb_conf_find_key(conf, "/new", &who));
+		assert_null(eb_conf_find_key(conf, "c/new", &who));
+		/* A user whose only key has an id: its bare name names that key too. */
+		u = eb_conf_find_user(conf, "b");
+		assert_ptr_equal(eb_conf_find_key(conf, "b", &who), &u->keys[0]);
+		assert_ptr_equal(eb_conf_find_key(conf, "b/only", &who), &u->keys[0]);
+	}
 	conf = eb_conf_free(conf);
 
 	/* Too open: named at its key-file= line, with the fix (test-key checks the words). */

@@ -22,7 +22,10 @@
 #include "macro.h"
 #include "tls.h"
 
-#define LONG_USER "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" /* 64 */
+/* As long as an identity may be (EB_TLS_IDENTITY_MAX: a user name, "/" and a key id): 97. */
+#define LONG_ID                                                                                         \
+	"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
+	"aaaa"
 
 static const uint8_t user_key[EB_KEY_SIZE] = {1, 2, 3, 4, 5, 6, 7, 8};
 static unsigned lookups;
@@ -32,7 +35,7 @@ static int lookup(const char *identity, struct eb_tls_psk *ret, void *userdata)
 	(void)userdata;
 	ret->tag = 7;
 	lookups++;
-	if (strcmp(identity, "alice") != 0 && strcmp(identity, LONG_USER) != 0 &&
+	if (strcmp(identity, "alice") != 0 && strcmp(identity, LONG_ID) != 0 &&
 	    strcmp(identity, "gnu") != 0)
 		return -ENOENT;
 	memcpy(ret->key, user_key, EB_KEY_SIZE);
@@ -212,25 +215,26 @@ static void test_many_identities(void **state)
 
 static void test_long_identity_is_nobody(void **state)
 {
-	struct out hello = client_hello(1, 65);
+	struct out hello = client_hello(1, EB_TLS_IDENTITY_MAX + 1);
 	SSL_CTX *ctx = NULL;
 	struct eb_conn *c;
 
 	(void)state;
 	assert_int_equal(eb_tls_server_new(lookup, NULL, &ctx), 0);
 
-	/* 64 'a's and one more: the first 64 name a user, the 65 do not. Looking it up under a
+	/* 97 'a's and one more: the first 97 name a user, the 98 do not. Looking it up under a
 	 * shortened name would let the broker judge the binder by that user's key. */
+	assert_int_equal(strlen(LONG_ID), EB_TLS_IDENTITY_MAX);
 	lookups = 0;
 	c = offer(ctx, &hello);
 	assert_int_equal(lookups, 0);
 	assert_int_equal(eb_conn_failure(c), EB_CONN_FAIL_UNKNOWN_USER);
-	assert_string_equal(eb_conn_offered_identity(c), LONG_USER "...");
+	assert_string_equal(eb_conn_offered_identity(c), LONG_ID "...");
 	eb_conn_free(c);
 	free(hello.p);
 
-	/* Exactly 64 is looked up (and refused here for its made-up binder, as a wrong key). */
-	hello = client_hello(1, 64);
+	/* Exactly 97 is looked up (and refused here for its made-up binder, as a wrong key). */
+	hello = client_hello(1, EB_TLS_IDENTITY_MAX);
 	c = offer(ctx, &hello);
 	assert_int_equal(lookups, 1);
 	assert_int_equal(eb_conn_failure(c), EB_CONN_FAIL_BAD_KEY);

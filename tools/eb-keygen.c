@@ -32,6 +32,8 @@ static void help(void)
 	       "                        " KEYGEN_KEY_DIR "/NAME.key and must be absolute\n"
 	       "      --role ROLES      its role: source, sink or admin, or a comma list\n"
 	       "      --conf-dir DIR    where the drop-in goes (default " KEYGEN_CONF_DIR ")\n"
+	       "  -i, --key-id ID       the key's id: print the line that adds it to a user of\n"
+	       "                        eb-brokerd.conf, key = ID PATH (to rotate a key)\n"
 	       "  -h, --help            show this help\n"
 	       "      --version         show the version\n"
 	       "\nSee eb-keygen(1) and eb-brokerd.conf(5).\n");
@@ -39,7 +41,7 @@ static void help(void)
 
 static uid_t arg_owner = (uid_t)-1;
 static gid_t arg_group = (gid_t)-1;
-static const char *arg_user, *arg_role, *arg_conf_dir = KEYGEN_CONF_DIR;
+static const char *arg_user, *arg_role, *arg_conf_dir = KEYGEN_CONF_DIR, *arg_key_id;
 
 enum { ARG_USER = EB_CLI_ARG_FIRST_PRIVATE, ARG_ROLE, ARG_CONF_DIR };
 
@@ -49,6 +51,7 @@ static const struct option options[] = {
     {"user", required_argument, NULL, ARG_USER},
     {"role", required_argument, NULL, ARG_ROLE},
     {"conf-dir", required_argument, NULL, ARG_CONF_DIR},
+    {"key-id", required_argument, NULL, 'i'},
     EB_CLI_HELP_OPTIONS,
     {},
 };
@@ -101,6 +104,17 @@ static int option(int c, const char *arg, void *userdata)
 	(void)userdata;
 	if (c == ARG_USER || c == ARG_ROLE || c == ARG_CONF_DIR)
 		return user_option(c, arg);
+	if (c == 'i') {
+		if (!eb_key_id_valid(arg)) {
+			log_error(
+			    "Invalid --key-id \"%s\": expected 1..%d letters, digits, \".\", \"_\" or "
+			    "\"-\", starting with a letter or digit",
+			    arg, EB_KEY_ID_MAX);
+			return -2;
+		}
+		arg_key_id = arg;
+		return 1;
+	}
 	if (c != 'o' && c != 'g')
 		return 0;
 	r = eb_account_resolve(user ? EB_ACCOUNT_USER : EB_ACCOUNT_GROUP, arg, &id);
@@ -123,7 +137,7 @@ static int option(int c, const char *arg, void *userdata)
 static const struct eb_cli_program program = {
     .name = "eb-keygen",
     .help = help,
-    .shortopts = "o:g:h",
+    .shortopts = "o:g:i:h",
     .options = options,
     .option = option,
 };
@@ -196,6 +210,12 @@ int main(int argc, char *argv[])
 		return 1;
 	}
 	path = optind < argc ? argv[optind] : default_path;
+	if (arg_user && arg_key_id) {
+		log_error(
+		    "--key-id adds a key to a user that has one, --user makes a new user: give "
+		    "one of them.");
+		return 2;
+	}
 	if (arg_user) {
 		r = check_user_args(path);
 		if (r != 0)
@@ -228,5 +248,14 @@ int main(int argc, char *argv[])
 		printf("Wrote %s and %s: copy the key to the user's machine and reload the broker "
 		       "(systemctl reload eb-brokerd).\n",
 		       path, dropin);
+	if (arg_key_id) {
+		_cleanup_free_ char *abs = realpath(path, NULL);
+
+		if (!abs) {
+			log_error_errno(errno, "Failed to resolve '%s': %m", path);
+			return 1;
+		}
+		printf("key = %s %s\n", arg_key_id, abs);
+	}
 	return 0;
 }

@@ -17,9 +17,11 @@
  * attack-refused.py: N sessions one after the other, each a handshake, HELLO as a sink and the
  * broker's answer, all held open; then waits for a line on stdin and prints "welcome W", "refused
  * R" (ERROR frames), "unanswered U" (no handshake or no answer) and "closed C": how many of the N
- * the broker had closed by then. SOURCE-ADDRESS: an IPv4 address to connect from (the attack tests'
- * attacker is 127.0.0.2). Prints "welcome", "error CODE" and one of "close: close_notify", "close:
- * eof", "close: other ..."; exits 0 when it got that far, 1 otherwise. */
+ * the broker had closed by then; $TLS_PEER_ROLES (1..7) asks for other roles than the sink's (2)
+ * in their HELLO. USER is the PSK identity as sent ("USER/KEYID" names a key). SOURCE-ADDRESS: an
+ * IPv4 address to connect from (the attack tests' attacker is 127.0.0.2). Prints "welcome", "error
+ * CODE" and one of "close: close_notify", "close: eof", "close: other ..."; exits 0 when it got
+ * that far, 1 otherwise. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
@@ -37,7 +39,7 @@
 #include <openssl/ssl.h>
 
 static const unsigned char suite_id[2] = {0x13, 0x02};
-static char user[65];
+static char user[98]; /* an identity: a user name, "/" and a key id */
 static unsigned char key[32];
 
 static int use_session(SSL *ssl, const EVP_MD *md, const unsigned char **id, size_t *idlen,
@@ -265,8 +267,8 @@ static int keyupdate_flood(SSL *ssl, int fd, unsigned long n)
 /* N sessions held open at once (see busy=N above). */
 static int busy(SSL_CTX *ctx, const char *host, const char *port, const char *from, unsigned long n)
 {
-	static const unsigned char hello[] = {1, 0, 0, 0, 0, 0, 0, 10, 0,
-	                                      1, 2, 0, 0, 0, 0, 0, 0,  0};
+	unsigned char hello[] = {1, 0, 0, 0, 0, 0, 0, 10, 0, 1, 2, 0, 0, 0, 0, 0, 0, 0};
+	const char *roles = getenv("TLS_PEER_ROLES");
 	unsigned long welcome = 0, refused = 0, unanswered = 0, closed = 0;
 	int *fds = calloc(n, sizeof(int));
 	unsigned char payload[64];
@@ -274,6 +276,8 @@ static int busy(SSL_CTX *ctx, const char *host, const char *port, const char *fr
 
 	if (!fds)
 		return 1;
+	if (roles && roles[0] >= '1' && roles[0] <= '7' && !roles[1])
+		hello[10] = (unsigned char)(roles[0] - '0');
 	for (unsigned long i = 0; i < n; i++) {
 		SSL *ssl = SSL_new(ctx);
 		int t = -1;

@@ -145,7 +145,7 @@ static int load_users(void)
 			return -ENOMEM;
 		}
 		ctxs = n;
-		r = eb_tls_client_new(name, key, &ctxs[n_ctxs]);
+		r = eb_tls_client_new(name, NULL, key, &ctxs[n_ctxs]);
 		explicit_bzero(key, sizeof(key));
 		if (r < 0) {
 			fclose(f);

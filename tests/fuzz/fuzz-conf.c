@@ -63,9 +63,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check(u->name && u->name[0]);
 		check(eb_conf_find_user(conf, u->name) == u);
 		check(u->roles != 0);
-		check(u->key_file || u->n_unix_uids > 0 || u->n_unix_gids > 0);
-		check(!u->key_file || u->key_file[0] == '/');
-		check(!u->has_key);
+		check(u->n_keys > 0 || u->n_unix_uids > 0 || u->n_unix_gids > 0);
+		check(u->n_keys <= EB_USER_KEYS_MAX);
+		for (unsigned k = 0; k < u->n_keys; k++) {
+			check(u->keys[k].file[0] == '/');
+			check(!u->keys[k].loaded);
+			check(k == 0 || (u->keys[k].id && eb_key_id_valid(u->keys[k].id)));
+		}
 		check(u->max_credit_per_byte <= 8);
 		for (unsigned k = 0; k < u->n_unix_uids; k++)
 			check(eb_conf_find_unix_peer(conf, u->unix_uids[k], (gid_t)-1, NULL, 0) ==

@@ -76,7 +76,7 @@ static size_t client_hello(const char *user, uint8_t fill, uint8_t *buf, size_t 
 	int n;
 
 	memset(key, fill, sizeof(key));
-	check(eb_tls_client_new(user, key, &ctx) == 0);
+	check(eb_tls_client_new(user, NULL, key, &ctx) == 0);
 	ssl = SSL_new(ctx);
 	rbio = BIO_new(BIO_s_mem());
 	wbio = BIO_new(BIO_s_mem());

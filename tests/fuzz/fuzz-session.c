@@ -144,7 +144,7 @@ static SSL_CTX *client_new(const char *user, const char *key_name)
 
 	key_path(key_name, path, sizeof(path));
 	check(eb_key_load(path, key) == 0);
-	check(eb_tls_client_new(user, key, &ctx) == 0);
+	check(eb_tls_client_new(user, NULL, key, &ctx) == 0);
 	explicit_bzero(key, sizeof(key));
 	return ctx;
 }

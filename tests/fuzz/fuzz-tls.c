@@ -40,12 +40,12 @@ static bool last_found;
 
 static int lookup(const char *identity, struct eb_tls_psk *ret, void *userdata)
 {
-	size_t len = strnlen(identity, EB_KIND_MAX + 1);
+	size_t len = strnlen(identity, EB_TLS_IDENTITY_MAX + 1);
 
 	(void)userdata;
 	lookups++;
 	/* What the callback passes on is a bounded, printable C string. */
-	check(len <= EB_KIND_MAX);
+	check(len <= EB_TLS_IDENTITY_MAX);
 	for (size_t i = 0; i < len; i++)
 		check(identity[i] >= 0x20 && identity[i] < 0x7f);
 	last_found = false;

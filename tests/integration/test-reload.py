@@ -152,21 +152,23 @@ def test():
         held_alice = HeldHandshake(b, "alice", b.keys["alice"])
         held_bob = HeldHandshake(b, "bob", b.keys["bob"])
         new = hup(b, "Reloaded")
-        for user, why in (("alice", "its user's key changed"), ("carol", "its user is gone"),
+        for user, why in (("alice", "the key it logged in with was removed or replaced"),
+                          ("carol", "its user is gone"),
                           ("local", "a role it uses was revoked")):
             lines = [l for l in new.splitlines() if f"(user {user}): {why}" in l]
             check(len(lines) == 1, f"{user}'s session is closed with one line saying {why!r}"
                   f" ({lines})")
         check("capacity-bits changed to 2097152; it takes effect at the next restart" in new,
               "the capacity change is said to need a restart")
-        check("5 users; 2 of 5 sessions kept" in new,
+        check("5 users; 2 of 5 sessions kept;" in new and "keys: 2 added, 2 removed, 1 sessions "
+              "closed for a removed key" in new,
               f"the reload is summed up, the handshakes kept: "
               f"{[l for l in new.splitlines() if 'Reloaded' in l]}")
         before = len(b.read_log())
         got = held_alice.finish()
         check(got == f"error {ERR_AUTH}",
               f"alice's handshake with the rotated key ends in ERROR(AUTH), not {got!r}")
-        check(b.wait_log("(user alice): its key was replaced by a reload during the TLS "
+        check(b.wait_log("(alice): its key was removed or replaced by a reload during the TLS "
                          "handshake"), "with one line naming alice")
         got = held_bob.finish()
         check(got == "welcome", f"bob's handshake with his unchanged key is welcome ({got!r})")

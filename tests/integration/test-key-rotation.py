@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""A key rotated without an outage (docs/protocol.md 1.1, eb-brokerd.conf(5) "Rotate a key"), for
+a sink's key and an admin's: while a storm of fresh draws (each a new TLS session, as a booting
+VM makes) runs with the user's key, a second key is added with an id (a reload that closes
+nothing), the storm moves to it (--key-id), and the old key is removed (a reload that closes
+exactly the sessions that logged in with it). Not one draw fails, and the reload lines say what
+they did. Sessions held open with each key (attack-tls-peer busy=1) show which ones are closed."""
+import os
+import signal
+import subprocess
+import threading
+import time
+
+from eblib import BUILD, Broker, check, donate, main, prog, wait_for
+
+TLS_PEER = os.path.join(BUILD, "tests", "attack-tls-peer")
+THREADS = 3
+ROLE_SINK, ROLE_ADMIN = "2", "4"
+
+
+def hup(b):
+    """Sends SIGHUP and returns the reload's summary line."""
+    before = len(b.read_log())
+    os.kill(b.proc.pid, signal.SIGHUP)
+    line = wait_for("the reload's summary line", lambda: next(
+        (l for l in b.read_log()[before:].splitlines() if "Reloaded" in l), None), timeout=20)
+    return line, b.read_log()[before:]
+
+
+class Held:
+    """One session held open with identity and key, in the role given."""
+
+    def __init__(self, b, identity, key, roles):
+        self.p = subprocess.Popen([TLS_PEER, b.host, str(b.port), identity, key, "busy=1"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  env=dict(os.environ, TLS_PEER_ROLES=roles))
+        check(self.p.stdout.readline().strip() == "held", f"{identity} holds a session")
+
+    def closed(self):
+        """Whether the broker closed the session by now; ends the peer."""
+        out, _ = self.p.communicate("\n", timeout=20)
+        check("welcome 1" in out, f"the held session was welcome ({out.split()})")
+        return "closed 1" in out
+
+
+class Storm:
+    """Fresh sessions, one after the other on each of THREADS threads, each with the credentials
+    in force when it starts: cmd(creds) is the command line of one."""
+
+    def __init__(self, cmd, creds):
+        self.cmd, self.creds = cmd, creds
+        self.ok = self.failed = 0
+        self.done_with = {}  # creds -> draws finished with them
+        self.errors = []
+        self.stop = False
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self.run) for _ in range(THREADS)]
+        for t in self.threads:
+            t.start()
+
+    def run(self):
+        while not self.stop:
+            creds = self.creds
+            p = subprocess.run(self.cmd(creds), capture_output=True, timeout=60)
+            with self.lock:
+                if p.returncode == 0:
+                    self.ok += 1
+                    self.done_with[creds] = self.done_with.get(creds, 0) + 1
+                else:
+                    self.failed += 1
+                    self.errors.append(p.stderr.decode(errors="replace").strip())
+
+    def move(self, creds):
+        """Moves the storm to creds; returns once every thread finished one session with them,
+        so that none with the old ones is still under way."""
+        with self.lock:
+            start = self.done_with.get(creds, 0)
+        self.creds = creds
+        wait_for(f"{THREADS} sessions with the new key",
+                 lambda: self.done_with.get(creds, 0) >= start + 2 * THREADS, timeout=60)
+
+    def end(self):
+        self.stop = True
+        for t in self.threads:
+            t.join(90)
+
+
+def rotate(b, user, roles, storm_cmd, what):
+    """Rotates user's key (key-file= to key = 2 PATH) under a storm; checks what each step did."""
+    old = b.keys[user]
+    new = os.path.join(b.tmp, f"{user}-2.key")
+    # eb-keygen writes the key and says the line that adds it.
+    p = subprocess.run([prog("eb-keygen"), "--key-id", "2", new], capture_output=True,
+                       text=True, timeout=20)
+    check(p.returncode == 0 and p.stdout == f"key = 2 {new}\n",
+          f"eb-keygen --key-id prints the line to add ({p.stdout.strip()!r})")
+    with open(b.conf) as f:
+        original = f.read()
+    held_old = Held(b, user, old, roles)
+    storm = Storm(storm_cmd, (old, None))
+    try:
+        wait_for(f"{what}: draws with the old key", lambda: storm.ok >= 2 * THREADS, timeout=60)
+        # 1. The new key beside the old: nothing is closed.
+        with open(b.conf, "w") as f:
+            f.write(original.replace(f"key-file = {old}\n", f"key-file = {old}\n{p.stdout}"))
+        line, _ = hup(b)
+        check("keys: 1 added, 0 removed, 0 sessions closed for a removed key" in line,
+              f"{what}: adding a key closes nothing ({line})")
+        # 2. The clients move to it, by its id; one session stays on each key.
+        storm.move((new, "2"))
+        held_new = Held(b, f"{user}/2", new, roles)
+        # 3. The old key goes: its sessions, and only those, are closed.
+        with open(b.conf, "w") as f:
+            f.write(original.replace(f"key-file = {old}\n", f"key = 2 {new}\n"))
+        line, log = hup(b)
+        check("keys: 0 added, 1 removed, 1 sessions closed for a removed key" in line,
+              f"{what}: removing the old key closes its one session ({line})")
+        closing = [l for l in log.splitlines()
+                   if "the key it logged in with was removed or replaced" in l]
+        check(len(closing) == 1 and f"(user {user})" in closing[0],
+              f"{what}: one session is closed, saying why ({closing})")
+        wait_for(f"{what}: draws after the removal",
+                 lambda: storm.done_with.get((new, "2"), 0) >= 4 * THREADS, timeout=60)
+    finally:
+        storm.end()
+    check(held_old.closed(), f"{what}: the session of the old key was closed")
+    check(not held_new.closed(), f"{what}: the session of the new key was not")
+    print(f"# {what}: {storm.ok} fresh sessions during the rotation, {storm.failed} failed")
+    check(storm.failed == 0, f"{what}: no fresh session failed ({storm.errors[:3]})")
+    # The bare name now means the user's one key left: an old client that sends it goes on.
+    b.keys[user] = new
+
+
+def test():
+    b = Broker({"guests": {"role": "sink"}, "ops": {"role": "admin"},
+                "donor": {"role": "source", "max-credit-per-byte": 8}})
+    try:
+        b.start()
+        data = os.path.join(b.tmp, "data")
+        with open(data, "wb") as f:
+            f.write(os.urandom(120 * 1024))
+        check(donate(b, "donor", data, credit=8).returncode == 0, "the pool is filled")
+
+        def sink(creds):
+            key, key_id = creds
+            return [prog("eb-sink-file"), "-b", b.tcp, "-u", "guests", "-k", key,
+                    *(["--key-id", key_id] if key_id else []), "--bytes", "32",
+                    "--timeout", "30"]
+
+        def admin(creds):
+            key, key_id = creds
+            return [prog("eb-brokerctl"), "-b", b.tcp, "-u", "ops", "-k", key,
+                    *(["--key-id", key_id] if key_id else []), "status"]
+
+        rotate(b, "guests", ROLE_SINK, sink, "a sink's key")
+        rotate(b, "ops", ROLE_ADMIN, admin, "an admin's key")
+        p = subprocess.run(sink((b.keys["guests"], None)), capture_output=True, timeout=60)
+        check(p.returncode == 0, "the bare user name draws with the one key left")
+        check(b.alive(), "the broker is still running")
+    finally:
+        b.cleanup()
+
+
+main(test)
