@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """A key rotated without an outage (docs/protocol.md 1.1, eb-brokerd.conf(5) "Rotate a key"), for
-a sink's key and an admin's: while a storm of fresh draws (each a new TLS session, as a booting
+a sink's key, an admin's and a downstream broker's: while a storm of fresh draws (each a new TLS session, as a booting
 VM makes) runs with the user's key, a second key is added with an id (a reload that closes
 nothing), the storm moves to it (--key-id), and the old key is removed (a reload that closes
 exactly the sessions that logged in with it). Not one draw fails, and the reload lines say what
-they did. Sessions held open with each key (attack-tls-peer busy=1) show which ones are closed."""
+they did. Sessions held open with each key (attack-tls-peer busy=1) show which ones are closed.
+A downstream broker moves by a restart with its [upstream] key-file= and key-id=, while the
+storm draws through it."""
 import os
 import signal
 import subprocess
@@ -86,15 +88,22 @@ class Storm:
             t.join(90)
 
 
-def rotate(b, user, roles, storm_cmd, what):
-    """Rotates user's key (key-file= to key = 2 PATH) under a storm; checks what each step did."""
-    old = b.keys[user]
+def new_key(b, user):
+    """A second key for user, written by eb-keygen, which says the line that adds it."""
     new = os.path.join(b.tmp, f"{user}-2.key")
     # eb-keygen writes the key and says the line that adds it.
     p = subprocess.run([prog("eb-keygen"), "--key-id", "2", new], capture_output=True,
                        text=True, timeout=20)
     check(p.returncode == 0 and p.stdout == f"key = 2 {new}\n",
           f"eb-keygen --key-id prints the line to add ({p.stdout.strip()!r})")
+    return new, p.stdout
+
+
+def rotate(b, user, roles, storm_cmd, what, move=None):
+    """Rotates user's key (key-file= to key = 2 PATH) under a storm; checks what each step did.
+    move(new key): moves the clients that are not the storm's, if any."""
+    old = b.keys[user]
+    new, line = new_key(b, user)
     with open(b.conf) as f:
         original = f.read()
     held_old = Held(b, user, old, roles)
@@ -103,12 +112,16 @@ def rotate(b, user, roles, storm_cmd, what):
         wait_for(f"{what}: draws with the old key", lambda: storm.ok >= 2 * THREADS, timeout=60)
         # 1. The new key beside the old: nothing is closed.
         with open(b.conf, "w") as f:
-            f.write(original.replace(f"key-file = {old}\n", f"key-file = {old}\n{p.stdout}"))
+            f.write(original.replace(f"key-file = {old}\n", f"key-file = {old}\n{line}"))
         line, _ = hup(b)
         check("keys: 1 added, 0 removed, 0 sessions closed for a removed key" in line,
               f"{what}: adding a key closes nothing ({line})")
         # 2. The clients move to it, by its id; one session stays on each key.
-        storm.move((new, "2"))
+        if move:
+            move(new)
+            storm.move(storm.creds)
+        else:
+            storm.move((new, "2"))
         held_new = Held(b, f"{user}/2", new, roles)
         # 3. The old key goes: its sessions, and only those, are closed.
         with open(b.conf, "w") as f:
@@ -120,8 +133,9 @@ def rotate(b, user, roles, storm_cmd, what):
                    if "the key it logged in with was removed or replaced" in l]
         check(len(closing) == 1 and f"(user {user})" in closing[0],
               f"{what}: one session is closed, saying why ({closing})")
+        after = storm.ok
         wait_for(f"{what}: draws after the removal",
-                 lambda: storm.done_with.get((new, "2"), 0) >= 4 * THREADS, timeout=60)
+                 lambda: storm.ok >= after + 2 * THREADS, timeout=60)
     finally:
         storm.end()
     check(held_old.closed(), f"{what}: the session of the old key was closed")
@@ -160,6 +174,58 @@ def test():
         check(b.alive(), "the broker is still running")
     finally:
         b.cleanup()
+    downstream()
+
+
+def downstream():
+    """The upstream's user edge is a downstream broker, whose sinks the storm draws through."""
+    up = Broker({"edge": {"role": "sink", "downstream-broker": "yes"},
+                 "donor": {"role": "source", "max-credit-per-byte": 8}}, capacity=1 << 21)
+    down = None
+    try:
+        up.start()
+        data = os.path.join(up.tmp, "data")
+        with open(data, "wb") as f:
+            f.write(os.urandom(240 * 1024))
+        check(donate(up, "donor", data, credit=8).returncode == 0, "the upstream is filled")
+        upstream = f"""
+[upstream]
+broker = {up.tcp}
+user = edge
+key-file = {up.keys['edge']}
+low-water-percent = 50
+draw-bits = 16384
+"""
+        down = Broker({"guest": {"role": "sink"}}, capacity=131072, activate=False,
+                      broker_extra=upstream)
+        down.start()
+        check(down.wait_log(f"Drawing from upstream {up.tcp} as user edge", 20),
+              "the downstream draws from the upstream")
+
+        def sink(creds):
+            return [prog("eb-sink-file"), "-b", down.tcp, "-u", "guest", "-k",
+                    down.keys["guest"], "--bytes", "32", "--timeout", "30"]
+
+        def move(new):
+            # eb-brokerd.conf(5): [upstream]'s key-file= and key-id= take effect at a restart.
+            with open(down.conf) as f:
+                text = f.read()
+            with open(down.conf, "w") as f:
+                f.write(text.replace(f"key-file = {up.keys['edge']}\n",
+                                     f"key-file = {new}\nkey-id = 2\n"))
+            down.stop()
+            before = len(down.read_log())
+            down.start()
+            check(down.wait_log(f"Drawing from upstream {up.tcp} as user edge", 20)
+                  and "Drawing" in down.read_log()[before:],
+                  "the restarted downstream draws with its new key")
+
+        rotate(up, "edge", ROLE_SINK, sink, "a downstream broker's key", move=move)
+        check(down.alive() and up.alive(), "both brokers are still running")
+    finally:
+        if down:
+            down.cleanup()
+        up.cleanup()
 
 
 main(test)
