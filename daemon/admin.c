@@ -132,6 +132,8 @@ static void upstream_row(struct broker *b, struct eb_report_session *ret)
 	              : v.bits_in > 0 ? EB_SOURCE_OK
 	                              : EB_SOURCE_NEW,
 	    .flags = EB_REPORT_UPSTREAM,
+	    /* Its DATA is full entropy, 8 bits a byte: the claim its credit is judged against. */
+	    .claim_mbits_per_byte = 8000,
 	    .bytes_in = v.bytes_in,
 	    .bits_in = v.bits_in,
 	};
@@ -268,6 +270,7 @@ static int counters_page(struct broker *b, uint64_t after, uint8_t version, uint
 	    [EB_COUNTER_MAX_SESSIONS] = b->conf->max_sessions,
 	    [EB_COUNTER_MAX_LOCAL_SESSIONS] = b->conf->max_local_sessions,
 	    [EB_COUNTER_MAX_HANDSHAKES] = b->conf->max_handshakes,
+	    [EB_COUNTER_BROKER_ID] = b->chain_id,
 	};
 	size_t used = 0;
 	unsigned count = 0;

@@ -79,6 +79,7 @@ static const char *const counter_names[_EB_COUNTER_MAX] = {
     [EB_COUNTER_MAX_SESSIONS] = "max-sessions",
     [EB_COUNTER_MAX_LOCAL_SESSIONS] = "max-local-sessions",
     [EB_COUNTER_MAX_HANDSHAKES] = "max-handshakes",
+    [EB_COUNTER_BROKER_ID] = "broker-id",
 };
 
 const char *eb_counter_to_string(enum eb_counter c)

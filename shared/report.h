@@ -178,6 +178,9 @@ enum eb_counter {
 	EB_COUNTER_MAX_SESSIONS = 35,
 	EB_COUNTER_MAX_LOCAL_SESSIONS = 36,
 	EB_COUNTER_MAX_HANDSHAKES = 37,
+	/* Not a count: the broker's id for this run (the one chaining carries), so that a page
+	 * can say which broker it is. */
+	EB_COUNTER_BROKER_ID = 48,
 	_EB_COUNTER_MAX,
 	_EB_COUNTER_INVALID = -EINVAL,
 };

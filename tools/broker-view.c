@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "macro.h"
@@ -77,6 +78,7 @@ static int fetch_counters(struct eb_client *c, struct view *v)
 	while ((r = eb_report_next_counter(&it, &row)) > 0)
 		if (row.id < _EB_COUNTER_MAX)
 			v->counters[row.id] = row.value;
+	v->broker_id = v->counters[EB_COUNTER_BROKER_ID];
 	return r;
 }
 
@@ -127,6 +129,19 @@ static int fetch_history(struct eb_client *c, struct view *v)
 	return r;
 }
 
+/* A broker on a local socket is on this machine; one over the network is named by its address,
+ * which its operator chose. */
+static void broker_host(struct eb_client *c, char *buf, size_t size)
+{
+	const char *at = eb_client_broker(c);
+
+	if (strncmp(at, "unix:", 5) == 0 && gethostname(buf, size) == 0) {
+		buf[size - 1] = '\0';
+		return;
+	}
+	snprintf(buf, size, "%s", at);
+}
+
 int view_load(struct view *v, struct eb_client *c, bool with_history)
 {
 	struct timespec ts;
@@ -137,6 +152,8 @@ int view_load(struct view *v, struct eb_client *c, bool with_history)
 	v->read_at_s = (uint64_t)ts.tv_sec;
 	snprintf(v->version, sizeof(v->version), "%s", EB_VERSION);
 	r = eb_client_connect(c);
+	if (r >= 0)
+		broker_host(c, v->host, sizeof(v->host));
 	if (r >= 0)
 		r = eb_client_status(c, &v->status);
 	if (r >= 0)

@@ -54,6 +54,9 @@ struct view {
 	struct eb_msg_state state;
 	bool has_state;
 	uint64_t broker_id;
+	/* Which machine: this one's name when the broker was asked over a local socket, else the
+	 * address it was asked at. */
+	char host[256];
 	char version[32];
 	uint64_t read_at_s; /* CLOCK_REALTIME when read, for the times of day on the page */
 };

@@ -115,14 +115,27 @@ static const char *clock_of(const struct view *v, uint64_t ms_ago, char buf[stat
 	return buf;
 }
 
-static void head(FILE *f, const char *title)
+/* Which broker the page is of, in its heading and its title: its machine and its id, so that a
+ * fleet's pages in a row of tabs are told apart. */
+static void name(FILE *f, const struct view *v)
+{
+	fputs("Entropy broker", f);
+	if (v->host[0]) {
+		fputs(" on ", f);
+		html_escape(f, v->host);
+	}
+	if (v->broker_id)
+		fprintf(f, " (id %016" PRIx64 ")", v->broker_id);
+}
+
+static void head(FILE *f, const struct view *v)
 {
 	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
 	      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
 	      "<meta http-equiv=\"refresh\" content=\"60\"><title>",
 	      f);
-	html_escape(f, title);
-	fprintf(f, "</title><style>%s</style></head><body>\n", style);
+	name(f, v);
+	fprintf(f, " &middot; status</title><style>%s</style></head><body>\n", style);
 }
 
 static void summary(FILE *f, const struct view *v)
@@ -136,7 +149,9 @@ static void summary(FILE *f, const struct view *v)
 
 	if (!gmtime_r(&now, &tm) || strftime(b, sizeof(b), "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
 		snprintf(b, sizeof(b), "?");
-	fputs("<h1>Entropy broker</h1>\n<p class=\"meta\">", f);
+	fputs("<h1>", f);
+	name(f, v);
+	fputs("</h1>\n<p class=\"meta\">", f);
 	/* A broker that does not say its id has none shown. */
 	if (v->broker_id)
 		fprintf(f, "id <code>%016" PRIx64 "</code> &middot; ", v->broker_id);
@@ -525,11 +540,11 @@ static void alarms_now(FILE *f, const struct view *v)
 
 void status_page_write(FILE *f, const struct view *v, const char *error)
 {
-	head(f, "Entropy broker status");
+	head(f, v);
 	if (error) {
-		fputs(
-		    "<h1>Entropy broker</h1>\n<p class=\"alarm\"><b>The broker did not answer:</b> ",
-		    f);
+		fputs("<h1>", f);
+		name(f, v);
+		fputs("</h1>\n<p class=\"alarm\"><b>The broker did not answer:</b> ", f);
 		html_escape(f, error);
 		fputs("</p>\n</body></html>\n", f);
 		return;

@@ -253,7 +253,7 @@ draw-bits = 16384
                 return None
             mine, theirs = wait_for("the downstream to fill from this broker", settled, 30)
             check(mine["kind"] == "upstream" and mine["peer"] == b.tcp and mine["user"] == "edge"
-                  and mine["id"] is None
+                  and mine["id"] is None and mine["claim_mbits_per_byte"] == 8000
                   and mine["health"] == "ok" and mine["tls"] is True,
                   f"the downstream's sources: its draw from upstream, {mine['bits_credited']} bits: {mine}")
             check(theirs["kind"] != "" and theirs["tls"] is True,
@@ -284,6 +284,21 @@ draw-bits = 16384
                       and sum(map(int, by_health)) == int(sources.group(1)),
                       f"eb_sources {sources and sources.group(1)} is the sum of "
                       f"eb_sources_by_health {by_health}")
+                # The page says which broker it is, and the upstream's claim: full entropy.
+                with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+                    s.sendall(b"GET / HTTP/1.1\r\n\r\n")
+                    page = b"".join(iter(lambda: s.recv(65536), b"")).decode()
+                bid = re.search(r"Broker id ([0-9a-f]{16})", down.read_log())
+                name = f"Entropy broker on {socket.gethostname()} (id {bid and bid.group(1)})"
+                title = re.search(r"<title>(.*?)</title>", page)
+                heading = re.search(r"<h1>(.*?)</h1>", page)
+                print(f"# the page's title: {title and title.group(1)}")
+                check(bid and title and title.group(1).startswith(name)
+                      and heading and heading.group(1) == name,
+                      f"the page's title and heading name the host and the broker id ({name})")
+                ups = page[page.index("<h2>Upstreams</h2>"):]
+                check('<td class="n">8.000</td>' in ups[:ups.index("</table>")],
+                      "the page shows the upstream's claim as 8.000 bits/byte, not 0.000")
             finally:
                 exporter.terminate()
                 exporter.wait(10)
