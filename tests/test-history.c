@@ -17,11 +17,14 @@
 #include "proto.h"
 #include "report.h"
 
-/* Reads the whole table as a client does: page by page, each through the frame codec. */
+/* Reads the whole table as a client does: page by page, each through the frame codec. Every row
+ * the broker sends must be one the client keeps: the client's decoder drops what does not fit
+ * its rings, and would hide a broker that sends a sample older than its ring still holds. */
 static struct eb_history *gather(const struct history *h, uint64_t now_usec)
 {
 	static uint8_t rows[EB_REPORT_ROWS_SIZE], frame[EB_FRAME_MAX];
 	struct eb_history *out = calloc(1, sizeof(*out));
+	size_t sent[_EB_HISTORY_KIND_MAX] = {0};
 	uint64_t after = 0;
 	unsigned pages = 0;
 
@@ -43,6 +46,8 @@ static struct eb_history *gather(const struct history *h, uint64_t now_usec)
 		eb_report_rows_init(&it, &back.report);
 		while ((r = eb_report_next_history(&it, &row)) > 0) {
 			assert_true(eb_report_history_id(&row) > after);
+			assert_true(row.kind > 0 && row.kind < _EB_HISTORY_KIND_MAX);
+			sent[row.kind]++;
 			assert_int_equal(eb_history_add(out, &row), 0);
 		}
 		assert_int_equal(r, 0);
@@ -53,6 +58,10 @@ static struct eb_history *gather(const struct history *h, uint64_t now_usec)
 		after = back.report.next;
 	}
 	assert_true(pages < 20);
+	assert_int_equal(sent[EB_HISTORY_HOUR], out->n_hour);
+	assert_int_equal(sent[EB_HISTORY_DAY], out->n_day);
+	assert_int_equal(sent[EB_HISTORY_SOURCE], out->n_sources);
+	assert_int_equal(sent[EB_HISTORY_SINK], out->n_sinks);
 	return out;
 }
 

@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* The PROXY protocol header: every field of both versions, prefixes, limits, malformed input,
- * and the reader over a real socket, fed in pieces, taking no byte past the header. */
+ * and the reader over a real socket, fed in pieces, taking no byte past the header. Every parse
+ * reads its input at the end of a page, so that a read past it fails the test. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -31,6 +34,44 @@ static size_t v2(uint8_t *buf, uint8_t ver_cmd, uint8_t fam, const uint8_t *body
 	buf[15] = (uint8_t)len;
 	memcpy(buf + 16, body, len);
 	return 16 + (size_t)len;
+}
+
+static sigjmp_buf overread;
+
+static void on_overread(int signo)
+{
+	(void)signo;
+	siglongjmp(overread, 1);
+}
+
+/* eb_proxy_parse() on a copy of buf[0..n) that ends where a page ends, the next page unreadable:
+ * a parser that reads past what it was given is stopped at its first byte too many, and the
+ * test fails saying so, rather than reading on into whatever the caller's buffer held. */
+static int parse(const uint8_t *buf, size_t n, struct eb_proxy_header *ret)
+{
+	static uint8_t *page;
+	size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+	struct sigaction sa = {.sa_handler = on_overread}, old;
+	uint8_t *copy;
+	int r;
+
+	if (!page) {
+		page =
+		    mmap(NULL, 2 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		assert_true(page != MAP_FAILED);
+		assert_int_equal(mprotect(page + ps, ps, PROT_NONE), 0);
+	}
+	assert_true(n <= ps);
+	copy = page + ps - n;
+	memcpy(copy, buf, n);
+	assert_int_equal(sigaction(SIGSEGV, &sa, &old), 0);
+	if (sigsetjmp(overread, 1)) {
+		(void)sigaction(SIGSEGV, &old, NULL);
+		fail_msg("eb_proxy_parse() read past the %zu bytes it was given", n);
+	}
+	r = eb_proxy_parse(copy, n, ret);
+	(void)sigaction(SIGSEGV, &old, NULL);
+	return r;
 }
 
 /* 192.0.2.10:40000 -> 198.51.100.1:55225 */
@@ -66,12 +107,12 @@ static void check_prefixes(const uint8_t *buf, size_t size)
 	struct eb_proxy_header h;
 
 	for (size_t n = 0; n < size; n++)
-		assert_int_equal(eb_proxy_parse(buf, n, &h), -EAGAIN);
-	assert_int_equal(eb_proxy_parse(buf, size, &h), 0);
+		assert_int_equal(parse(buf, n, &h), -EAGAIN);
+	assert_int_equal(parse(buf, size, &h), 0);
 	assert_int_equal(h.size, size);
 	memcpy(more, buf, size);
 	memset(more + size, 0x16, sizeof(more) - size); /* a TLS record's first byte */
-	assert_int_equal(eb_proxy_parse(more, sizeof(more), &h), 0);
+	assert_int_equal(parse(more, sizeof(more), &h), 0);
 	assert_int_equal(h.size, size);
 }
 
@@ -83,7 +124,7 @@ static void test_v2_inet(void **state)
 
 	(void)state;
 	n = v2(buf, 0x21, 0x11, inet_body, sizeof(inet_body));
-	assert_int_equal(eb_proxy_parse(buf, n, &h), 0);
+	assert_int_equal(parse(buf, n, &h), 0);
 	assert_int_equal(h.version, 2);
 	assert_false(h.local);
 	assert_int_equal(h.size, 28);
@@ -104,7 +145,7 @@ static void test_v2_inet6(void **state)
 	body[32] = 0x00, body[33] = 0x01; /* port 1 */
 	body[34] = 0xff, body[35] = 0xff; /* port 65535 */
 	n = v2(buf, 0x21, 0x21, body, sizeof(body));
-	assert_int_equal(eb_proxy_parse(buf, n, &h), 0);
+	assert_int_equal(parse(buf, n, &h), 0);
 	assert_int_equal(h.version, 2);
 	assert_false(h.local);
 	assert_int_equal(h.size, 52);
@@ -123,7 +164,7 @@ static void test_v2_local(void **state)
 	(void)state;
 	/* HAProxy's health check: LOCAL, no addresses. */
 	n = v2(buf, 0x20, 0x00, body, 0);
-	assert_int_equal(eb_proxy_parse(buf, n, &h), 0);
+	assert_int_equal(parse(buf, n, &h), 0);
 	assert_true(h.local);
 	assert_int_equal(h.size, 16);
 	assert_int_equal(h.src.ss_family, AF_UNSPEC);
@@ -131,15 +172,15 @@ static void test_v2_local(void **state)
 	/* LOCAL with a block, even one that would be malformed as PROXY: ignored whole. */
 	memset(body, 0xee, sizeof(body));
 	n = v2(buf, 0x20, 0x12, body, 7);
-	assert_int_equal(eb_proxy_parse(buf, n, &h), 0);
+	assert_int_equal(parse(buf, n, &h), 0);
 	assert_true(h.local);
 	assert_int_equal(h.size, 23);
 	/* PROXY with UNSPEC, and with UNIX addresses. */
 	n = v2(buf, 0x21, 0x00, body, 0);
-	assert_int_equal(eb_proxy_parse(buf, n, &h), 0);
+	assert_int_equal(parse(buf, n, &h), 0);
 	assert_true(h.local);
 	n = v2(buf, 0x21, 0x31, body, 216);
-	assert_int_equal(eb_proxy_parse(buf, n, &h), 0);
+	assert_int_equal(parse(buf, n, &h), 0);
 	assert_true(h.local);
 	assert_int_equal(h.size, 232);
 	assert_int_equal(h.src.ss_family, AF_UNSPEC);
@@ -159,17 +200,17 @@ static void test_v2_tlvs(void **state)
 	       "example.org",
 	       22);
 	n = v2(buf, 0x21, 0x11, body, 34);
-	assert_int_equal(eb_proxy_parse(buf, n, &h), 0);
+	assert_int_equal(parse(buf, n, &h), 0);
 	check_inet(&h.src, "192.0.2.10", 40000);
 	assert_int_equal(h.size, 50);
 	check_prefixes(buf, n);
 	/* A TLV longer than what is left, and stray bytes too few for a TLV header. */
 	n = v2(buf, 0x21, 0x11, body, 33);
-	assert_int_equal(eb_proxy_parse(buf, n, &h), -EBADMSG);
+	assert_int_equal(parse(buf, n, &h), -EBADMSG);
 	n = v2(buf, 0x21, 0x11, body, 14);
-	assert_int_equal(eb_proxy_parse(buf, n, &h), -EBADMSG);
+	assert_int_equal(parse(buf, n, &h), -EBADMSG);
 	n = v2(buf, 0x21, 0x11, body, 13);
-	assert_int_equal(eb_proxy_parse(buf, n, &h), -EBADMSG);
+	assert_int_equal(parse(buf, n, &h), -EBADMSG);
 
 	/* The largest header there may be: one TLV fills len = 520 exactly. */
 	memcpy(body, inet_body, 12);
@@ -179,7 +220,7 @@ static void test_v2_tlvs(void **state)
 	memset(body + 15, 'x', EB_PROXY_V2_LEN_MAX - 15);
 	n = v2(buf, 0x21, 0x11, body, EB_PROXY_V2_LEN_MAX);
 	assert_int_equal(n, EB_PROXY_HEADER_MAX);
-	assert_int_equal(eb_proxy_parse(buf, n, &h), 0);
+	assert_int_equal(parse(buf, n, &h), 0);
 	assert_int_equal(h.size, 536);
 }
 
@@ -193,9 +234,9 @@ static void test_v2_oversized(void **state)
 	(void)v2(buf, 0x21, 0x11, inet_body, 0);
 	buf[14] = (EB_PROXY_V2_LEN_MAX + 1) >> 8;
 	buf[15] = (uint8_t)(EB_PROXY_V2_LEN_MAX + 1);
-	assert_int_equal(eb_proxy_parse(buf, 16, &h), -EMSGSIZE);
+	assert_int_equal(parse(buf, 16, &h), -EMSGSIZE);
 	buf[14] = buf[15] = 0xff;
-	assert_int_equal(eb_proxy_parse(buf, 16, &h), -EMSGSIZE);
+	assert_int_equal(parse(buf, 16, &h), -EMSGSIZE);
 }
 
 static void test_v2_malformed(void **state)
@@ -211,44 +252,44 @@ static void test_v2_malformed(void **state)
 		memcpy(bad, buf, n);
 		bad[i] ^= 0x20;
 		for (size_t k = i + 1; k <= n; k++)
-			assert_int_equal(eb_proxy_parse(bad, k, &h), -EBADMSG);
+			assert_int_equal(parse(bad, k, &h), -EBADMSG);
 	}
 	/* Version 1 or 3 in binary, commands 2..15, families 4..15, transports 3..15. */
 	static const uint8_t bad_vc[] = {0x11, 0x31, 0x01, 0x22, 0x2f};
 	for (size_t i = 0; i < ELEMENTSOF(bad_vc); i++) {
 		memcpy(bad, buf, n);
 		bad[12] = bad_vc[i];
-		assert_int_equal(eb_proxy_parse(bad, 13, &h), -EBADMSG);
-		assert_int_equal(eb_proxy_parse(bad, n, &h), -EBADMSG);
+		assert_int_equal(parse(bad, 13, &h), -EBADMSG);
+		assert_int_equal(parse(bad, n, &h), -EBADMSG);
 	}
 	static const uint8_t bad_fam[] = {0x41, 0xf1, 0x13, 0x1f};
 	for (size_t i = 0; i < ELEMENTSOF(bad_fam); i++) {
 		memcpy(bad, buf, n);
 		bad[13] = bad_fam[i];
-		assert_int_equal(eb_proxy_parse(bad, 14, &h), -EBADMSG);
-		assert_int_equal(eb_proxy_parse(bad, n, &h), -EBADMSG);
+		assert_int_equal(parse(bad, 14, &h), -EBADMSG);
+		assert_int_equal(parse(bad, n, &h), -EBADMSG);
 	}
 	/* INET with an unspecified transport; datagrams on a stream listener. */
 	memcpy(bad, buf, n);
 	bad[13] = 0x10;
-	assert_int_equal(eb_proxy_parse(bad, n, &h), -EBADMSG);
+	assert_int_equal(parse(bad, n, &h), -EBADMSG);
 	bad[13] = 0x12;
-	assert_int_equal(eb_proxy_parse(bad, n, &h), -EPROTONOSUPPORT);
+	assert_int_equal(parse(bad, n, &h), -EPROTONOSUPPORT);
 	bad[13] = 0x22;
-	assert_int_equal(eb_proxy_parse(bad, n, &h), -EPROTONOSUPPORT);
+	assert_int_equal(parse(bad, n, &h), -EPROTONOSUPPORT);
 	/* Addresses shorter than the family's: INET in 11 bytes, INET6 in 12. */
 	n = v2(bad, 0x21, 0x11, inet_body, 11);
-	assert_int_equal(eb_proxy_parse(bad, n, &h), -EBADMSG);
+	assert_int_equal(parse(bad, n, &h), -EBADMSG);
 	n = v2(bad, 0x21, 0x21, inet_body, 12);
-	assert_int_equal(eb_proxy_parse(bad, n, &h), -EBADMSG);
+	assert_int_equal(parse(bad, n, &h), -EBADMSG);
 	/* Neither version's first byte: a TLS ClientHello, HTTP. */
-	assert_int_equal(eb_proxy_parse((const uint8_t *)"\x16\x03\x01", 3, &h), -EBADMSG);
-	assert_int_equal(eb_proxy_parse((const uint8_t *)"GET / HTTP/1.0\r\n", 16, &h), -EBADMSG);
+	assert_int_equal(parse((const uint8_t *)"\x16\x03\x01", 3, &h), -EBADMSG);
+	assert_int_equal(parse((const uint8_t *)"GET / HTTP/1.0\r\n", 16, &h), -EBADMSG);
 }
 
 static int v1(const char *line, struct eb_proxy_header *h)
 {
-	return eb_proxy_parse((const uint8_t *)line, strlen(line), h);
+	return parse((const uint8_t *)line, strlen(line), h);
 }
 
 static void test_v1(void **state)
@@ -308,8 +349,8 @@ static void test_v1_limits(void **state)
 	assert_int_equal(v1(line, &h), -EMSGSIZE);
 	/* 107 bytes whose last is a CR: the LF could only come at 108. */
 	line[106] = '\r';
-	assert_int_equal(eb_proxy_parse((const uint8_t *)line, 107, &h), -EMSGSIZE);
-	assert_int_equal(eb_proxy_parse((const uint8_t *)line, 106, &h), -EAGAIN);
+	assert_int_equal(parse((const uint8_t *)line, 107, &h), -EMSGSIZE);
+	assert_int_equal(parse((const uint8_t *)line, 106, &h), -EAGAIN);
 }
 
 static void test_v1_malformed(void **state)

@@ -27,6 +27,17 @@ struct fixture {
 	char path[96];
 };
 
+/* geteuid() is doubled (meson: -Wl,--wrap=geteuid): with other_euid set, the seed file the
+ * test wrote belongs to someone else as the loader sees it. */
+uid_t __real_geteuid(void);
+uid_t __wrap_geteuid(void);
+static bool other_euid;
+
+uid_t __wrap_geteuid(void)
+{
+	return __real_geteuid() + (other_euid ? 1 : 0);
+}
+
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
@@ -330,6 +341,21 @@ static void test_readable_not_credited(void **state)
 	assert_int_equal(credit, 0);
 }
 
+static void test_other_owner_not_credited(void **state)
+{
+	struct fixture *f = *state;
+	_cleanup_(pool_freep) struct eb_pool *b = NULL;
+	uint64_t credited = 1;
+
+	/* 0600, but another user's: that user knows its content, so it earns no credit. */
+	write_seed(f->path, 576, 72, 0x33);
+	assert_int_equal(eb_pool_new(4096, &b, NULL), 0);
+	other_euid = true;
+	assert_int_equal(eb_seedfile_load(f->path, b, true, &credited), 0);
+	other_euid = false;
+	assert_int_equal(credited, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -340,6 +366,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_claims_capped, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_readable_not_credited, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_other_owner_not_credited, setup, teardown),
 	};
 
 	umask(022);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Tests for shared/tls.c and the handshake side of shared/conn.c against what a hostile client
  * sends before it is anyone: part of a record, a ClientHello offering thousands of PSK identities,
- * an identity longer than any user name. The server side is the broker's own; the clients are
+ * an identity longer than any user name; and the limits on records before the handshake is done
+ * and on post-handshake messages after it. The server side is the broker's own; the clients are
  * OpenSSL, or bytes built here. */
 #include <errno.h>
 #include <inttypes.h>
@@ -361,6 +362,177 @@ static void test_one_answer(void **state)
 	eb_tls_free(ctx);
 }
 
+/* A client of the test's own: OpenSSL with the libeb client context, its records passed by hand
+ * through memory BIOs, so that the test decides how they are cut and when they are sent. */
+struct peer {
+	SSL_CTX *ctx;
+	SSL *ssl;
+	BIO *in, *out; /* what the server sent the client, what the client has to send */
+	struct eb_conn *server;
+	int fd; /* the client's end of the server's socket */
+};
+
+static void peer_new(struct peer *p, SSL_CTX *server_ctx)
+{
+	assert_int_equal(eb_tls_client_new("alice", NULL, user_key, &p->ctx), 0);
+	p->ssl = SSL_new(p->ctx);
+	p->in = BIO_new(BIO_s_mem());
+	p->out = BIO_new(BIO_s_mem());
+	assert_non_null(p->ssl);
+	assert_true(p->in && p->out);
+	SSL_set_bio(p->ssl, p->in, p->out);
+	SSL_set_connect_state(p->ssl);
+	p->server = server_conn(server_ctx, &p->fd);
+}
+
+static void peer_free(struct peer *p)
+{
+	SSL_free(p->ssl);
+	eb_tls_free(p->ctx);
+	eb_conn_free(p->server);
+	close(p->fd);
+}
+
+static void send_all(int fd, const uint8_t *buf, size_t n)
+{
+	while (n > 0) {
+		ssize_t k = write(fd, buf, n);
+
+		assert_true(k > 0);
+		buf += k;
+		n -= (size_t)k;
+	}
+}
+
+/* What the client has to send, sent as is. */
+static void peer_flush(struct peer *p)
+{
+	uint8_t *data;
+	long n = BIO_get_mem_data(p->out, &data);
+
+	if (n > 0)
+		send_all(p->fd, data, (size_t)n);
+	(void)BIO_reset(p->out);
+}
+
+/* What the server sent, handed to the client. */
+static void peer_receive(struct peer *p)
+{
+	uint8_t buf[4096];
+	ssize_t k;
+
+	while ((k = read(p->fd, buf, sizeof(buf))) > 0)
+		assert_int_equal(BIO_write(p->in, buf, (int)k), k);
+}
+
+/* The client's first flight is one handshake record (a ClientHello): sent cut into pieces
+ * records, the handshake message's bytes spread evenly over them. */
+static void peer_hello_in_records(struct peer *p, unsigned pieces)
+{
+	uint8_t *data;
+	long n;
+	size_t body, off = 0;
+
+	assert_int_equal(SSL_do_handshake(p->ssl), -1);
+	n = BIO_get_mem_data(p->out, &data);
+	assert_true(n > 5 && data[0] == 22);
+	body = (size_t)data[3] << 8 | data[4];
+	assert_int_equal((size_t)n, 5 + body);
+	for (unsigned i = 0; i < pieces; i++) {
+		size_t len = body * (i + 1) / pieces - off;
+		uint8_t hdr[5] = {22, data[1], data[2], (uint8_t)(len >> 8), (uint8_t)len};
+
+		send_all(p->fd, hdr, sizeof(hdr));
+		send_all(p->fd, data + 5 + off, len);
+		off += len;
+	}
+	(void)BIO_reset(p->out);
+}
+
+/* Runs both sides until the server's handshake ends; returns its result. */
+static int peer_handshake(struct peer *p)
+{
+	int r = -EAGAIN;
+
+	for (unsigned round = 0; round < 100 && r == -EAGAIN; round++) {
+		r = eb_conn_handshake(p->server);
+		peer_receive(p);
+		(void)SSL_do_handshake(p->ssl);
+		peer_flush(p);
+	}
+	return r;
+}
+
+/* docs/protocol.md 1.1: a ClientHello, a ChangeCipherSpec and a Finished in 16 records before the
+ * handshake is done; the 17th stops the connection. */
+static void test_handshake_records(void **state)
+{
+	SSL_CTX *ctx;
+	struct peer p = {0};
+
+	(void)state;
+	assert_int_equal(eb_tls_server_new(lookup, NULL, &ctx), 0);
+
+	/* 14 records (12 + CCS + Finished): under the limit, the handshake completes. */
+	peer_new(&p, ctx);
+	peer_hello_in_records(&p, 12);
+	assert_int_equal(peer_handshake(&p), 0);
+	assert_int_equal(eb_conn_failure(p.server), EB_CONN_FAIL_NONE);
+	peer_free(&p);
+
+	/* The ClientHello alone in 17: the 17th record is one too many. */
+	memset(&p, 0, sizeof(p));
+	peer_new(&p, ctx);
+	peer_hello_in_records(&p, EB_CONN_HANDSHAKE_RECORDS_MAX + 1);
+	assert_int_equal(peer_handshake(&p), -EPROTO);
+	assert_int_equal(eb_conn_failure(p.server), EB_CONN_FAIL_RECORDS);
+	peer_free(&p);
+	eb_tls_free(ctx);
+}
+
+/* After n KeyUpdates, one byte of data: whether the server reads it. */
+static ssize_t read_after_keyupdates(SSL_CTX *ctx, unsigned n, enum eb_conn_failure *ret_failure)
+{
+	struct peer p = {0};
+	size_t written;
+	uint8_t c = 0;
+	ssize_t k;
+
+	peer_new(&p, ctx);
+	assert_int_equal(peer_handshake(&p), 0);
+	for (unsigned i = 0; i < n; i++) {
+		assert_int_equal(SSL_key_update(p.ssl, SSL_KEY_UPDATE_NOT_REQUESTED), 1);
+		assert_int_equal(SSL_do_handshake(p.ssl), 1);
+	}
+	assert_int_equal(SSL_write_ex(p.ssl, "x", 1, &written), 1);
+	peer_flush(&p);
+	k = eb_conn_read(p.server, &c, 1);
+	assert_true(k != 1 || c == 'x');
+	*ret_failure = eb_conn_failure(p.server);
+	peer_free(&p);
+	return k;
+}
+
+/* docs/protocol.md 1.1: 8 post-handshake messages (KeyUpdate) in a session; the 9th ends it. */
+static void test_post_handshake_messages(void **state)
+{
+	enum eb_conn_failure f;
+	SSL_CTX *ctx;
+
+	(void)state;
+	assert_int_equal(eb_tls_server_new(lookup, NULL, &ctx), 0);
+	assert_int_equal(read_after_keyupdates(ctx, 0, &f), 1);
+	assert_int_equal(f, EB_CONN_FAIL_NONE);
+	assert_int_equal(read_after_keyupdates(ctx, EB_CONN_POST_HANDSHAKE_MAX, &f), 1);
+	assert_int_equal(f, EB_CONN_FAIL_NONE);
+	assert_int_equal(read_after_keyupdates(ctx, EB_CONN_POST_HANDSHAKE_MAX + 1, &f), -EPROTO);
+	assert_int_equal(f, EB_CONN_FAIL_POST);
+	/* The figure docs/protocol.md and docs/security.md state. */
+	assert_int_equal(EB_CONN_POST_HANDSHAKE_MAX, 8);
+	assert_int_equal(EB_CONN_HANDSHAKE_RECORDS_MAX, 16);
+	eb_tls_free(ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -369,6 +541,8 @@ int main(void)
 	    cmocka_unit_test(test_long_identity_is_nobody),
 	    cmocka_unit_test(test_sha256_key),
 	    cmocka_unit_test(test_one_answer),
+	    cmocka_unit_test(test_handshake_records),
+	    cmocka_unit_test(test_post_handshake_messages),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -88,6 +88,16 @@ draw-bits = 16384
         t, payload = hello_with_ids(tenant, 16)
         print(f"# chain-ids: the sink's HELLO with 16 made-up ids was answered with type {t} "
               f"({payload[:80]!r})")
+        if not PRE_FIX:
+            # Refused as what it is, a user that is not a broker, and so with any number of
+            # ids: not for a path too deep, which would let it in with fewer.
+            expect(t == MSG["ERROR"] and b"not a broker" in payload,
+                   "the sink's ids are refused because it is not a downstream broker")
+            one = Raw(down.sock, uid=1001)
+            t1, p1 = hello_with_ids(one, 1)
+            expect(t1 == MSG["ERROR"] and b"not a broker" in p1,
+                   f"and so is one made-up id from it ({t1}, {p1[:60]!r})")
+            one.close()
         legit.round("chain-ids")
         ok, secs = refills(up, down, "while the sink with 16 ids is there")
         print(f"# chain-ids: refill with the sink there: {'yes' if ok else 'no'} in {secs:.1f} s")

@@ -20,6 +20,7 @@ from attacklib import (ATTACKER, SANITIZED, Legit, Window, check, expect, legit_
 # Made by the flooder before it sends them: under AddressSanitizer 600,000 take it minutes.
 KEYUPDATES = 100000 if SANITIZED else 600000
 FLOODERS = 2
+POST_HANDSHAKE_MAX = 8  # shared/conn.h's EB_CONN_POST_HANDSHAKE_MAX, as docs/protocol.md says
 
 
 def test():
@@ -65,6 +66,15 @@ def test():
         print(f"# the broker on the flood: {lines[:2]}")
         expect(any("KeyUpdate" in l and "guest" in l for l in lines),
                "the broker says why it ended the session, naming the user")
+        # The figure itself (docs/protocol.md 1.1): 8 KeyUpdates in a session are allowed, the
+        # 9th ends it. A session left open is seen by the peer's read timing out (10 s).
+        for n, want in ((POST_HANDSHAKE_MAX, "open"), (POST_HANDSHAKE_MAX + 1, "closed")):
+            p = subprocess.run([peer, "127.0.0.1", str(b.port), "guest", b.keys["guest"],
+                                f"keyupdate={n}", ATTACKER], capture_output=True, timeout=60)
+            out = p.stdout.decode(errors="replace")
+            print(f"# {n} KeyUpdates: {out.split('close: ')[-1].strip()!r}")
+            expect(p.returncode == 0 and f"close: {want}" in out,
+                   f"after {n} KeyUpdates the session is {want} ({out.strip()!r})")
         w.check_cpu()
         w.check_log(20)
         expect(b.alive(), "the broker is still running")

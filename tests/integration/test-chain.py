@@ -6,7 +6,8 @@ water; a sink on the downstream drains it and it refills from the upstream. Ever
 downstream credits is one the upstream handed out as full entropy: the downstream's bits in
 equal the upstream's bits out, exactly, less the first 1024 bytes, which its health tests take
 as their start-up test. Then two brokers configured to draw from each other
-(A -> B -> A): the cycle is refused, with one clear line, and no bit goes round."""
+(A -> B -> A): the cycle is refused, with one clear line, and no bit goes round. And a broker
+drawing as a user not configured as a downstream broker is refused and gets nothing."""
 import json
 import os
 import signal
@@ -176,8 +177,50 @@ def cycle():
         b.cleanup()
 
 
+def not_a_broker():
+    """A broker drawing as a user that is not configured downstream-broker = yes: the upstream
+    refuses its HELLO, which carries broker ids, and hands it nothing (docs/security.md: ids are
+    taken only from a downstream broker's user)."""
+    up = Broker({"src": {"role": "source", "unix-uid": os.getuid(), "key": False},
+                 "plain": {"role": "sink"}, "admin": {"role": "admin"}}, capacity=1 << 20)
+    down = None
+    try:
+        up.start()
+        data = os.path.join(up.tmp, "noise")
+        with open(data, "wb") as f:
+            f.write(os.urandom(32 * 1024))
+        p = run([prog("eb-source-file"), "-b", up.unix, "--credit-per-byte=8",
+                 "--max-credit-per-byte=8", data])
+        check(p.returncode == 0, f"the upstream is fed ({p.stderr.decode().strip()[-200:]})")
+        down = Broker({"sink": {"role": "sink"}, "admin": {"role": "admin"}},
+                      capacity=CAP_DOWN, activate=False,
+                      broker_extra=f"""
+[upstream]
+broker = {up.tcp}
+user = plain
+key-file = {up.keys['plain']}
+low-water-percent = 50
+draw-bits = {DRAW_BITS}
+""")
+        down.start()
+        check(up.wait_log("user plain sent the broker ids of a chained broker but is not one", 20),
+              "the upstream refuses a broker drawing as a plain sink user, saying why:\n" +
+              up.read_log()[-1500:])
+        check(down.wait_log("not a broker", 20),
+              "the downstream is told why:\n" + down.read_log()[-1500:])
+        su, sd = up.status(), down.status()
+        check(su["bits_out"] == 0 and sd["bits_in"] == 0,
+              f"nothing was handed out (upstream out {su['bits_out']}, downstream in "
+              f"{sd['bits_in']})")
+    finally:
+        if down:
+            down.cleanup()
+        up.cleanup()
+
+
 def test():
     chain()
+    not_a_broker()
     cycle()
 
 

@@ -28,6 +28,8 @@ def test():
         "local": {"role": "sink", "unix-uid": ME, "key": False},
         "metered": {"role": "sink", "unix-uid": 1002, "key": False,
                     "quota-bits-per-hour": 8192},
+        "nibbler": {"role": "sink", "unix-uid": 1003, "key": False,
+                    "quota-bits-per-hour": 8192},
     }, capacity=CAPACITY,
        broker_extra="low-water-percent = 25\nhigh-water-percent = 90").start()
     try:
@@ -97,6 +99,22 @@ def test():
         check(t == MSG["QUOTA"], "the next GET is answered QUOTA")
         retry = struct.unpack(">I", payload)[0]
         check(retry > 60000, f"with a retry hint in minutes, not milliseconds ({retry} ms)")
+
+        # The quota pays what the pool spends, a whole 64-byte block even for a 1-byte GET
+        # (docs/security.md): 8192 bits an hour pay for 16 such GETs, not 1,024.
+        for _ in range(64):  # the pool refilled first, so that only the quota can say no
+            if b.status()["pool_bits"] >= 17 * 512 + 4096:
+                break
+            put(src)
+            if src.recv()[0] == MSG["SLEEP"]:
+                src.recv()
+        n = Raw(b.sock, uid=1003)
+        t, _ = n.hello(ROLE_SINK)
+        answers = [get(n, 8)[0] for _ in range(17)]
+        served = answers.index(MSG["QUOTA"]) if MSG["QUOTA"] in answers else len(answers)
+        check(served == 16 and all(t == MSG["DATA"] for t in answers[:16]),
+              f"1-byte GETs are charged a whole block each: 16 served, then QUOTA "
+              f"({served} served: {answers})")
         check(b.alive(), "the broker is still running")
     finally:
         b.cleanup()
