@@ -35,9 +35,11 @@ key-file = {up.keys['edge']}
 # In a namespace of its own with lo up, something that takes TCP connections on 127.0.0.1:PORT
 # and answers them as an HTTP server would: an upstream that is reached and is no broker.
 # The broker starts once it listens (a refused connect before then would rightly be the network's).
+# The server dies with the broker (the shell execs it, so it is the server's parent): with
+# PR_SET_PDEATHSIG, through setpriv, nothing is left listening once the test has ended.
 NOT_A_BROKER = """ip link set lo up || exit 1
 ready=$(mktemp -u /tmp/eb-netns-ready.XXXXXX)
-python3 -c '
+setpriv --pdeathsig KILL python3 -c '
 import socket, sys
 s = socket.socket()
 s.bind(("127.0.0.1", 55399))
