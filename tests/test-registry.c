@@ -276,6 +276,27 @@ static void test_failed_handshake_charged(void **state)
 	registry_done(&r);
 }
 
+/* A peer that rotates its addresses, each handshake failing at once: each address stays charged
+ * for a second, but the table keeps at most HANDSHAKE_IDLE_MAX of them, the oldest forgotten. */
+static void test_idle_addresses_bounded(void **state)
+{
+	struct handshakes h = {0};
+
+	(void)state;
+	for (unsigned i = 0; i < HANDSHAKE_IDLE_MAX + 500; i++) {
+		struct handshake hs = {
+		    .addr = {.family = AF_INET,
+		             .bytes = {10, (uint8_t)(i >> 16), (uint8_t)(i >> 8), (uint8_t)i}},
+		    .accepted_usec = T0};
+
+		handshakes_add(&h, &hs);
+		handshakes_remove(&h, &hs, true, T0 + 1);
+		assert_true(h.n_idle <= HANDSHAKE_IDLE_MAX + 1);
+		assert_true(h.n_addrs <= HANDSHAKE_IDLE_MAX + 1);
+	}
+	handshakes_free(&h);
+}
+
 static void test_user_limit(void **state)
 {
 	struct registry r;
@@ -410,6 +431,7 @@ int main(void)
 	    cmocka_unit_test(test_admission_network),
 	    cmocka_unit_test(test_evict_oldest_stalled),
 	    cmocka_unit_test(test_failed_handshake_charged),
+	    cmocka_unit_test(test_idle_addresses_bounded),
 	    cmocka_unit_test(test_user_limit),
 	    cmocka_unit_test(test_lingering_excess),
 	    cmocka_unit_test(test_rebind),

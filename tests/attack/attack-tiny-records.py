@@ -12,14 +12,29 @@ import socket
 import threading
 import time
 
-from attacklib import (Legit, Window, attacker_connect, check, client_hello, cpu_seconds, expect,
+from attacklib import (Legit, Window, attacker_connect, check, client_hello, expect,
                        handshake_records, legit_during, main, run_attacker, start_broker)
 
 CONNECTIONS = 400
 THREADS = 2
 # The broker's CPU per connection with one-byte records, against the same ClientHello in one
-# record: a few times at most (more records to read before it is cut), not fifty.
+# record: docs/security.md says about 2 times (0.11 ms against 0.05 ms, 1.9-2.2 in runs here),
+# not fifty; the bound allows twice that for a loaded machine.
 RATIO_BOUND = 4.0
+
+
+def cpu_seconds(pid):
+    """The CPU time of pid's threads, in nanoseconds' resolution (each thread's time on a CPU,
+    /proc/PID/task/TID/schedstat's first field): utime and stime count 10 ms clock ticks, and the
+    400 connections of a measure take a few of them, too coarse for a ratio."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that ended meanwhile
+    return total / 1e9
 
 
 def flood(report, b, size, n):
@@ -92,7 +107,7 @@ def test():
         check(rw["answered"] > CONNECTIONS // 2,
               "a ClientHello in one record is read and answered (an alert: wrong key)")
         tiny, rt = measure(b, 1)
-        ratio = tiny / max(whole, 1e-4)
+        ratio = tiny / max(whole, 1e-6)
         print(f"# one-byte records cost {ratio:.1f} times the CPU of one record")
         expect(ratio < RATIO_BOUND, f"a ClientHello in one-byte records costs the broker less "
                f"than {RATIO_BOUND} times the CPU of one record ({ratio:.1f})")

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import time
 
-from eblib import Broker, Notify, check, donate, main, prog, run
+from eblib import Broker, Notify, check, closed_port, donate, main, prog, run
 
 
 def broker_pid(b):
@@ -37,13 +37,31 @@ def lines(p):
 
 
 def test_check_config():
-    b = Broker({"alice": {"role": "source"}, "admin": {"role": "admin"}})
+    # Addresses a broker started with this configuration (not socket-activated) would bind: a
+    # unix socket, whose file binding would leave behind, and a TCP port held by a socket of the
+    # test's own, which a bind would fail on (EADDRINUSE, an error and exit 1).
+    held, port = closed_port()
+    b = Broker({"alice": {"role": "source"}, "admin": {"role": "admin"}},
+               broker_extra="listen = unix:@LISTEN@\nlisten = tcp://127.0.0.1:@PORT@")
+    listen_sock = os.path.join(b.tmp, "listen.sock")
+    with open(b.conf) as f:
+        text = f.read()
+    with open(b.conf, "w") as f:
+        f.write(text.replace("@LISTEN@", listen_sock).replace("@PORT@", str(port)))
     try:
         p = check_config("--check-config", b.conf)
         check(p.returncode == 0 and b"configuration good: 2 users, 2 key files" in p.stdout,
               f"a good configuration: exit 0 ({p.returncode}, {p.stdout!r} {p.stderr!r})")
         check(not os.path.exists(b.seed) and not os.path.exists(b.sock),
               "no seed file written, no socket made")
+        check(not os.path.exists(listen_sock),
+              "the configured unix listener is not bound (no socket file), nor the held TCP "
+              "port (no EADDRINUSE)")
+        # The same configuration started for real binds them: so the above could have failed.
+        p = run([prog("eb-brokerd"), "-c", b.conf], timeout=10)
+        check(p.returncode != 0 and str(port) in p.stderr.decode(),
+              f"started with it, the broker binds those addresses: the held port fails it "
+              f"({p.returncode}, {p.stderr.decode().strip()[-300:]!r})")
         p = check_config(f"--check-config={b.conf}")
         check(p.returncode == 0, "--check-config=PATH is the same")
         p = check_config("-c", b.conf, "--check-config")
@@ -88,6 +106,7 @@ def test_check_config():
         os.chmod(b.keys["alice"], 0o600)
     finally:
         b.cleanup()
+        held.close()
 
 
 def test_key_owner():

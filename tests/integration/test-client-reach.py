@@ -184,14 +184,22 @@ def test():
         # 6. A wrong key at a real broker stays a refusal, and is final (no retries).
         bad = os.path.join(tmp, "bad.key")
         write_key(bad)
+        log0 = len(b.read_log())
+        t0 = time.monotonic()
         c = Client(tmp, "eb-sink-file", ["-b", b.tcp, "-u", "sink", "-k", bad, "--bytes", "8",
                                          "--timeout", "10"])
         clients.append(c)
         c.p.wait(20)
+        took = time.monotonic() - t0
         t = c.text()
         check(c.p.returncode != 0 and 'refused user "sink" or its key' in t and
               "not an entropy broker" not in t,
               f"a wrong key is a refusal, not another service ({t!r})")
+        # Final: one handshake, and the client gives up at once, not at its 10 s timeout. The
+        # broker logs each wrong-key handshake (and 20 a kind before it suppresses any).
+        tries = b.read_log()[log0:].count('wrong key for user "sink"')
+        check(tries == 1, f"a refused key is final: one handshake, no retries ({tries})")
+        check(took < 5, f"and the client gives up at once, not at its 10 s timeout ({took:.1f} s)")
         # 7. A sink on an empty pool: one notice that it waits, one when it is served.
         b2 = Broker({"src": {"role": "source", "max-credit-per-byte": 8},
                      "sink": {"role": "sink"}}, capacity=131072).start()

@@ -4,10 +4,13 @@
 (EB_HISTORY_INTERVAL_MS, so that its "hour" passes in 36 s) lives through a scripted hour, a
 sink starved, a source donating, a stuck one raising a health alarm, and headless Chromium
 draws the page at a desktop's and a phone's size: the screenshots are not blank (kept in the
-build directory), the page's text names the source and shows the alarm; w3m shows the tables
-as text."""
+build directory), the page's text names the source and says the stuck one is stuck, and at each
+width the layout Chromium computes fits the screen (no sideways scrolling, no element past the
+right edge); w3m shows the tables as text."""
+import html
 import json
 import os
+import re
 import shutil
 import signal
 import struct
@@ -72,6 +75,58 @@ def chromium(url, tmp, shot, size):
     p = run(base + ["--dump-dom", url], timeout=180)
     check(p.returncode == 0, "chromium dumped the DOM")
     return p.stdout.decode(errors="replace")
+
+
+# Measures the page's layout in the browser that draws it: the viewport's width, the document's
+# (wider means the page scrolls sideways), and every element whose right edge lies past the
+# viewport, other than inside a box that scrolls sideways on its own (.scroll, the wide tables).
+# Appended to a copy of the page, which Chromium opens as a file: the served page's
+# Content-Security-Policy forbids scripts, and rightly. The copy is laid out in a frame of the
+# width measured: headless Chromium makes no window narrower than 500 px, wider than a phone.
+LAYOUT_JS = """<script>
+addEventListener('load', function () {
+  var vw = document.documentElement.clientWidth, over = [];
+  document.querySelectorAll('body *').forEach(function (e) {
+    var r = e.getBoundingClientRect(), p = e.parentElement;
+    if (r.width > 0 && r.right > vw + 1 && !(p && p.closest('.scroll')))
+      over.push(e.tagName.toLowerCase() + (e.className ? '.' + e.className : '') + ':' +
+                Math.round(r.left) + '-' + Math.round(r.right));
+  });
+  parent.postMessage(JSON.stringify({viewport: vw,
+                                     document: document.documentElement.scrollWidth,
+                                     over: over.slice(0, 12)}), '*');
+});
+</script>"""
+
+FRAME = """<!DOCTYPE html><html><body style="margin:0"><pre id="eb-layout"></pre>
+<script>addEventListener('message', function (e) {
+  document.getElementById('eb-layout').textContent = e.data;
+});</script>
+<iframe src="{page}" width="{width}" height="2400" style="border:0;display:block"></iframe>
+</body></html>"""
+
+
+def layout(url, tmp, width):
+    """The page at url laid out by Chromium width px wide: {viewport, document, over}."""
+    p = run(["curl", "-sf", url], timeout=60)
+    check(p.returncode == 0, f"the page is served ({p.returncode})")
+    page = p.stdout.decode(errors="replace")
+    check("</body>" in page, "the page has a body")
+    copy = os.path.join(tmp, f"layout-{width}.html")
+    with open(copy, "w") as f:
+        f.write(page.replace("</body>", LAYOUT_JS + "</body>", 1))
+    frame = os.path.join(tmp, f"frame-{width}.html")
+    with open(frame, "w") as f:
+        f.write(FRAME.replace("{page}", os.path.basename(copy)).replace("{width}", str(width)))
+    p = run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             f"--user-data-dir={os.path.join(tmp, f'chromium-layout-{width}')}",
+             f"--window-size={max(width, 500) + 20},2400", "--virtual-time-budget=10000",
+             "--dump-dom", "file://" + frame], timeout=180)
+    dom = p.stdout.decode(errors="replace")
+    m = re.search(r'<pre id="eb-layout">(.+?)</pre>', dom, re.S)
+    check(p.returncode == 0 and m is not None,
+          f"chromium laid the page out {width} px wide ({p.stderr.decode(errors='replace')[-300:]})")
+    return json.loads(html.unescape(m.group(1)))
 
 
 def test():
@@ -143,9 +198,22 @@ def test():
             print(f"# {name} screenshot: {shot} ({w}x{hgt}, {colours} colours, "
                   f"{dark:.1%} not white)")
             check(colours > 20 and dark > 0.02, f"the {name} screenshot is not blank")
-            check("alice" in dom and "Health alarm" in dom and "stuck" in dom
-                  and "[chart: pool level over the last hour" in dom,
-                  f"the {name} page names the source alice and shows the alarm")
+            check("alice" in dom and "[chart: pool level over the last hour" in dom,
+                  f"the {name} page names the source alice and charts the hour")
+            # The alarm names the stuck source (user local, on the unix socket) and says what
+            # it is: its kind "stuck noise" alone would not tell.
+            alarm = re.search(r"<b>Health alarm:</b> source local \(([^)]*)\) is (\w+)", dom)
+            check(alarm is not None and alarm.group(2) == "stuck",
+                  f"the {name} page's alarm says the source local is stuck "
+                  f"({alarm.group(0) if alarm else dom[:400]!r})")
+            # Laid out at this width: nothing wider than the screen, nothing sticking out of it
+            # (wide tables scroll inside their own box).
+            width = int(size.split(",")[0])
+            lay = layout(url, b.tmp, width)
+            print(f"# {name} layout: {lay}")
+            check(lay["viewport"] == width and lay["document"] <= width and not lay["over"],
+                  f"at {width} px the page fits the screen: no sideways scrolling, no element "
+                  f"past its right edge ({lay})")
         p = run(["w3m", "-dump", "-cols", "100", url], timeout=60,
                 env=dict(os.environ, HOME=b.tmp))
         text = p.stdout.decode(errors="replace")
