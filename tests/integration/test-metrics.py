@@ -8,10 +8,12 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import time
 
-from eblib import (SKIP, Broker, Failure, check, donate, main, need, prog, prometheus_query,
+from eblib import (MSG, ROLE_ADMIN, SKIP, Broker, Failure, Raw, check, donate, main, need, prog,
+                   prometheus_query,
                    prometheus_start, reserve_port, run, stop_process, tcp_listening, wait_for,
                    write_key)
 
@@ -50,6 +52,7 @@ def test():
         print("SKIP: needs Debian's prometheus (scripts/install-deps --test)")
         raise SystemExit(SKIP)
     b = Broker({"alice": {"role": "source", "max-credit-per-byte": 8},
+                "solo": {"role": "sink", "max-sessions": 1},
                 "admin": {"role": "admin"},
                 "scraper": {"role": "admin", "unix-uid": os.getuid(), "key": False}}).start()
     (mhold, mport), (phold, pport) = reserve_port(), reserve_port()
@@ -99,6 +102,25 @@ def test():
         with socket.create_connection(("127.0.0.1", b.port), timeout=20) as s:
             s.sendall(b"PROXY TCP4 192.0.2.1 192.0.2.2 40000 55225\r\n")
             s.recv(1)
+        # A user at its max-sessions (1): its session waits on the empty pool, a second is
+        # refused. An admin that sends a PUT is refused the request.
+        first = subprocess.Popen([prog("eb-sink-file"), "-b", b.tcp, "-u", "solo", "-k",
+                                  b.keys["solo"], "--bytes", "32", "--timeout", "60"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_for("solo's first session", lambda: 'eb_user_sessions{user="solo"} 1' in
+                     http(mport, b"GET /metrics HTTP/1.1\r\n\r\n")[2], 20)
+            p = run([prog("eb-sink-file"), "-b", b.tcp, "-u", "solo", "-k", b.keys["solo"],
+                     "--bytes", "32", "--timeout", "3"])
+            check(p.returncode != 0, "solo's second session is refused at its max-sessions")
+        finally:
+            first.kill()
+            first.wait()
+        r = Raw(b.sock)
+        check(r.hello(ROLE_ADMIN)[0] == MSG["WELCOME"], "a raw admin session")
+        r.send(MSG["PUT"], struct.pack(">II", 8, 1) + b"x")
+        check(r.recv()[0] == MSG["ERROR"], "its PUT is refused")
+        r.close()
         m = wait_for("the refusals counted", lambda: (lambda x: x if x.get(
             'eb_proxy_header_errors_total{reason="not-allowed"}') == 1 else None)(
             metrics(http(mport, b"GET /metrics HTTP/1.1\r\n\r\n")[2])), 20)
@@ -109,8 +131,13 @@ def test():
               and m.get('eb_authentication_failures_total{reason="unknown-user"}') == 1
               and m.get('eb_refusals_total{reason="authentication"}') == 2
               and m.get('eb_refusals_total{reason="proxy-header"}') == 1
-              and m.get('eb_refusals_total{reason="limit"}') == 0,
-              "a wrong key, an unknown user and a PROXY header counted by reason")
+              # The refused client retries within its --timeout: one refusal or more.
+              and m.get('eb_refusals_total{reason="limit"}', 0) >= 1
+              and m.get('eb_limit_hits_total{limit="user-max-sessions"}')
+              == m.get('eb_refusals_total{reason="limit"}')
+              and m.get('eb_refusals_total{reason="request"}') == 1,
+              "a wrong key, an unknown user, a PROXY header, a user's max-sessions and a "
+              "forbidden request counted by reason")
         # OpenMetrics for a client that asks for it, as Prometheus does first.
         status, head, om = http(mport, b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: "
                                 b"application/openmetrics-text;version=1.0.0,text/plain;q=0.5\r\n\r\n")
