@@ -407,6 +407,9 @@ static int connect_srv(struct eb_client *c, unsigned i)
 	c->current = (int)i;
 	snprintf(c->current_text, sizeof(c->current_text), "%s", c->uri_text[i]);
 	n = eb_srv_refresh(s, eb_now_ms(), &bound);
+	/* This pass goes where the records say now: a change seen before it, or by its own
+	 * look-up, is followed by it. */
+	eb_srv_settled(s);
 	if (n == -ECANCELED) {
 		snprintf(c->last_error, sizeof(c->last_error), "stopped");
 		return n;
@@ -434,27 +437,28 @@ static int connect_srv(struct eb_client *c, unsigned i)
 }
 
 /* Once the answer's time is up, the records of the srv: address in use are looked up again; when
- * they no longer put its target first (removed, or one of a lower priority number there), the
- * connection is left as if the broker had closed it (answers in flight are lost, as then), so
- * that the caller's reconnect goes where the records now say. A look-up that fails for want of
- * an answer keeps the connection. */
+ * they changed and no longer put its target first (removed, or one of a lower priority number
+ * there), the connection is left, at a moment spread over EB_SRV_LEAVE_SPREAD_S, as if the broker
+ * had closed it (answers in flight are lost, as then), so that the caller's reconnect goes where
+ * the records now say. Records that did not change keep the connection, even on a target below
+ * one that failed: that one is still down as far as this client knows, and trying it again would
+ * cost every client of the fleet a reconnection per look-up. So does a look-up that fails for
+ * want of an answer. */
 int client_srv_follow(struct eb_client *c)
 {
 	struct eb_lookup_bound bound;
 	struct eb_srv *s;
 	int r;
 
-	if (!c->conn || c->current < 0 || !(s = c->srv[c->current]) ||
-	    !eb_srv_expired(s, eb_now_ms()))
+	if (!c->conn || c->current < 0 || !(s = c->srv[c->current]))
 		return 0;
-	bound = lookup_bound(c);
-	r = eb_srv_refresh(s, eb_now_ms(), &bound);
-	if (r == -ECANCELED)
-		return client_fail(c, r, "stopped");
-	/* -ENOENT: the records are gone, and this target with them. */
-	if (r < 0 && r != -ENOENT)
-		return 0;
-	if (r >= 0 && eb_srv_still_best(s, c->target.host, c->target.port))
+	if (eb_srv_expired(s, eb_now_ms())) {
+		bound = lookup_bound(c);
+		r = eb_srv_refresh(s, eb_now_ms(), &bound);
+		if (r == -ECANCELED)
+			return client_fail(c, r, "stopped");
+	}
+	if (!eb_srv_should_leave(s, c->target.host, c->target.port, eb_now_ms()))
 		return 0;
 	snprintf(c->last_error, sizeof(c->last_error), "%s: the SRV records changed; leaving %s:%u",
 	         c->uri_text[c->current], c->target.host, (unsigned)c->target.port);

@@ -38,6 +38,7 @@ struct eb_srv {
 	size_t n;
 	uint64_t failed;     /* bit i: target i failed since the last look-up */
 	uint64_t expires_ms; /* when to look up again; 0: never looked up */
+	uint64_t leave_ms; /* the records changed: when a client not on the best may leave; 0: no */
 	char error[3 * EB_SRV_NAME_MAX];
 };
 
@@ -308,6 +309,31 @@ static int lookup(struct eb_srv *s, const struct eb_lookup_bound *bound, struct 
 	return 0;
 }
 
+/* Whether a and b hold the same records, in whatever order. */
+static bool same_records(const struct eb_srv_record *a, size_t na, const struct eb_srv_record *b,
+                         size_t nb)
+{
+	if (na != nb)
+		return false;
+	for (size_t i = 0; i < na; i++) {
+		bool found = false;
+
+		for (size_t j = 0; j < nb && !found; j++)
+			found = a[i].priority == b[j].priority && a[i].weight == b[j].weight &&
+			        a[i].port == b[j].port && strcasecmp(a[i].target, b[j].target) == 0;
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
+/* The records changed: a client leaves at a moment drawn over EB_SRV_LEAVE_SPREAD_S, so that a
+ * fleet whose resolvers' caches expire together does not reconnect at once. */
+static void changed(struct eb_srv *s, uint64_t now_ms)
+{
+	s->leave_ms = now_ms + 1 + eb_srv_random(EB_SRV_LEAVE_SPREAD_S * 1000, NULL);
+}
+
 int eb_srv_refresh(struct eb_srv *s, uint64_t now_ms, const struct eb_lookup_bound *bound)
 {
 	struct eb_srv_record recs[EB_SRV_TARGETS_MAX];
@@ -329,9 +355,24 @@ int eb_srv_refresh(struct eb_srv *s, uint64_t now_ms, const struct eb_lookup_bou
 			s->failed = 0;
 			return (int)s->n;
 		}
+		/* Records that are gone are a change. */
+		if (s->n > 0)
+			changed(s, now_ms);
 		s->n = 0;
 		return r;
 	}
+	eb_srv_take(s, recs, n, ttl, now_ms);
+	return (int)n;
+}
+
+void eb_srv_take(struct eb_srv *s, struct eb_srv_record *recs, size_t n, uint32_t ttl,
+                 uint64_t now_ms)
+{
+	n = MIN(n, (size_t)EB_SRV_TARGETS_MAX);
+	/* The first answer is no change, and neither is one that orders the same records
+	 * otherwise: a target passed over because it failed is still there. */
+	if (s->expires_ms != 0 && !same_records(s->recs, s->n, recs, n))
+		changed(s, now_ms);
 	eb_srv_order(recs, n, eb_srv_random, NULL);
 	memcpy(s->recs, recs, n * sizeof(*recs));
 	s->n = n;
@@ -339,7 +380,6 @@ int eb_srv_refresh(struct eb_srv *s, uint64_t now_ms, const struct eb_lookup_bou
 	ttl = MAX(MIN(ttl, (uint32_t)EB_SRV_TTL_MAX_S), (uint32_t)EB_SRV_TTL_MIN_S);
 	s->expires_ms = now_ms + (uint64_t)ttl * 1000;
 	s->error[0] = '\0';
-	return (int)n;
 }
 
 bool eb_srv_expired(const struct eb_srv *s, uint64_t now_ms)
@@ -369,6 +409,23 @@ bool eb_srv_still_best(const struct eb_srv *s, const char *host, uint16_t port)
 		}
 	/* Ordered by priority: the first record has the lowest number there is. */
 	return found && s->n > 0 && found->priority == s->recs[0].priority;
+}
+
+bool eb_srv_should_leave(struct eb_srv *s, const char *host, uint16_t port, uint64_t now_ms)
+{
+	if (s->leave_ms == 0)
+		return false;
+	/* Still first after the change: nothing to follow. */
+	if (eb_srv_still_best(s, host, port)) {
+		s->leave_ms = 0;
+		return false;
+	}
+	return now_ms >= s->leave_ms;
+}
+
+void eb_srv_settled(struct eb_srv *s)
+{
+	s->leave_ms = 0;
 }
 
 const char *eb_srv_error(const struct eb_srv *s)

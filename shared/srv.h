@@ -17,10 +17,14 @@
  * each is a connection attempt in a pass. */
 #define EB_SRV_TARGETS_MAX 32
 /* The bounds on how long an answer is used before it is looked up again, whatever its TTL says:
- * a TTL of 0 must not make every connection a DNS query, and one of a week must not keep a
- * client on a broker its administrator has moved. */
-#define EB_SRV_TTL_MIN_S 5
+ * a TTL of 0 must not make a fleet of long-lived clients query the DNS every few seconds, and
+ * one of a week must not keep a client on a broker its administrator has moved. */
+#define EB_SRV_TTL_MIN_S 30
 #define EB_SRV_TTL_MAX_S 3600
+/* A client leaves a target that changed records no longer put first at a moment drawn uniformly
+ * over this many seconds after it saw the change, so that a fleet whose resolvers' caches expire
+ * together does not reconnect together. */
+#define EB_SRV_LEAVE_SPREAD_S 15
 /* How long a failed look-up is trusted before asking again, while the last good answer is
  * used. */
 #define EB_SRV_RETRY_S 5
@@ -80,4 +84,17 @@ void eb_srv_failed(struct eb_srv *s, size_t i);
 /* Whether host:port is still a target, and none of a lower priority number is: a client on it
  * may stay. */
 bool eb_srv_still_best(const struct eb_srv *s, const char *host, uint16_t port);
+/* Whether a client connected to host:port should leave it now: only once a look-up found the
+ * records changed (another set of records, order aside, or none left) and they no longer put
+ * host:port first, and then from a moment drawn over EB_SRV_LEAVE_SPREAD_S on. A target passed
+ * over because it failed, with the records as they were, is no reason: a client stays on the
+ * one that works. */
+bool eb_srv_should_leave(struct eb_srv *s, const char *host, uint16_t port, uint64_t now_ms);
+/* A connection pass has chosen a target afresh: a change seen before it is followed. */
+void eb_srv_settled(struct eb_srv *s);
+/* Takes recs (n of them, the least TTL ttl) as a look-up's answer at now_ms: orders them, sets
+ * when to look up again, and notes a change from the last answer. eb_srv_refresh()'s own; the
+ * unit tests feed answers through it. */
+void eb_srv_take(struct eb_srv *s, struct eb_srv_record *recs, size_t n, uint32_t ttl,
+                 uint64_t now_ms);
 const char *eb_srv_error(const struct eb_srv *s);

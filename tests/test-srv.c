@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -401,6 +402,90 @@ static void test_random(void **state)
 	(void)eb_srv_random(UINT32_MAX, NULL);
 }
 
+static struct eb_srv_record record(uint16_t prio, uint16_t weight, const char *target,
+                                   uint16_t port)
+{
+	struct eb_srv_record r = {.priority = prio, .weight = weight, .port = port, .ttl = 0};
+
+	snprintf(r.target, sizeof(r.target), "%s", target);
+	return r;
+}
+
+/* An answer's TTL of 0 is used for EB_SRV_TTL_MIN_S, 30 s: a fleet of long-lived clients does
+ * not query every few seconds. */
+static void test_ttl_floor(void **state)
+{
+	struct eb_srv_record recs[] = {record(0, 10, "lb.fleet.test", 55225)};
+	struct eb_srv *s = NULL;
+
+	(void)state;
+	assert_int_equal(eb_srv_new("fleet.test", &s), 0);
+	eb_srv_take(s, recs, 1, 0, 1000);
+	assert_false(eb_srv_expired(s, 1000 + 29999));
+	assert_true(eb_srv_expired(s, 1000 + 30000));
+	s = eb_srv_free(s);
+}
+
+/* A client on the second target, the first having failed (issue 31, item 7): the same records
+ * again, in another order, are no change and no reason to leave, however long it stays; records
+ * that changed and put another first are, from a moment drawn over EB_SRV_LEAVE_SPREAD_S; a
+ * change that leaves it first is not. */
+static void test_follow(void **state)
+{
+	struct eb_srv_record r1[] = {record(0, 10, "lb.fleet.test", 55225),
+	                             record(1, 10, "edge-a.fleet.test", 55225)};
+	struct eb_srv_record r1b[] = {record(1, 10, "EDGE-A.fleet.test", 55225),
+	                              record(0, 10, "lb.fleet.test", 55225)};
+	struct eb_srv_record r2[] = {record(0, 10, "b3.fleet.test", 55225),
+	                             record(1, 10, "edge-a.fleet.test", 55225)};
+	struct eb_srv_record r3[] = {record(0, 10, "edge-a.fleet.test", 55225)};
+	const uint64_t spread = EB_SRV_LEAVE_SPREAD_S * 1000;
+	struct eb_srv *s = NULL;
+
+	(void)state;
+	assert_int_equal(eb_srv_new("fleet.test", &s), 0);
+	eb_srv_take(s, r1, 2, 0, 1000);
+	assert_false(eb_srv_should_leave(s, "edge-a.fleet.test", 55225, 1000));
+	for (uint64_t t = 31000; t < 1000000; t += 30000) {
+		eb_srv_take(s, t % 60000 ? r1b : r1, 2, 0, t);
+		assert_false(eb_srv_should_leave(s, "edge-a.fleet.test", 55225, t + spread + 1));
+	}
+
+	eb_srv_take(s, r2, 2, 0, 2000000);
+	assert_false(eb_srv_should_leave(s, "edge-a.fleet.test", 55225, 2000000));
+	assert_true(eb_srv_should_leave(s, "edge-a.fleet.test", 55225, 2000000 + spread + 1));
+	/* A pass that chose afresh has followed the change. */
+	eb_srv_settled(s);
+	assert_false(eb_srv_should_leave(s, "edge-a.fleet.test", 55225, 2000000 + spread + 1));
+
+	eb_srv_take(s, r3, 1, 0, 3000000);
+	assert_false(eb_srv_should_leave(s, "edge-a.fleet.test", 55225, 3000000 + spread + 1));
+	s = eb_srv_free(s);
+}
+
+/* The moment to leave is spread: halfway through the spread, about half a fleet has left. */
+static void test_follow_spread(void **state)
+{
+	struct eb_srv_record r1[] = {record(0, 10, "b1.fleet.test", 55225)};
+	struct eb_srv_record r2[] = {record(0, 10, "b2.fleet.test", 55225)};
+	const unsigned n = 400;
+	unsigned gone = 0;
+
+	(void)state;
+	for (unsigned i = 0; i < n; i++) {
+		struct eb_srv *s = NULL;
+
+		assert_int_equal(eb_srv_new("fleet.test", &s), 0);
+		eb_srv_take(s, r1, 1, 0, 1000);
+		eb_srv_take(s, r2, 1, 0, 31000);
+		gone += eb_srv_should_leave(s, "b1.fleet.test", 55225,
+		                            31000 + EB_SRV_LEAVE_SPREAD_S * 500);
+		s = eb_srv_free(s);
+	}
+	/* Binomial(400, 1/2): a standard deviation of 10. */
+	assert_true(gone >= 140 && gone <= 260);
+}
+
 static void test_new(void **state)
 {
 	struct eb_srv *s = NULL;
@@ -420,15 +505,12 @@ static void test_new(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_parse),
-	    cmocka_unit_test(test_parse_skips),
-	    cmocka_unit_test(test_parse_limit),
-	    cmocka_unit_test(test_parse_malformed),
-	    cmocka_unit_test(test_order_priority),
-	    cmocka_unit_test(test_order_weights),
-	    cmocka_unit_test(test_order_second),
-	    cmocka_unit_test(test_random),
-	    cmocka_unit_test(test_new),
+	    cmocka_unit_test(test_parse),          cmocka_unit_test(test_parse_skips),
+	    cmocka_unit_test(test_parse_limit),    cmocka_unit_test(test_parse_malformed),
+	    cmocka_unit_test(test_order_priority), cmocka_unit_test(test_order_weights),
+	    cmocka_unit_test(test_order_second),   cmocka_unit_test(test_random),
+	    cmocka_unit_test(test_ttl_floor),      cmocka_unit_test(test_follow),
+	    cmocka_unit_test(test_follow_spread),  cmocka_unit_test(test_new),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
