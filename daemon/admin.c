@@ -16,6 +16,7 @@
 #include "scheduler.h"
 #include "serve.h"
 #include "session.h"
+#include "time-util.h"
 #include "upstream.h"
 
 static uint32_t ms_since(uint64_t then, uint64_t now)
@@ -118,10 +119,11 @@ static void session_row(struct broker *b, struct session *s, uint64_t now, uint8
 }
 
 /* The broker's own draw from its [upstream]: a source like any other to the operator, known by
- * its flag and an id after every session's. connected_s and last_ms are not kept for it. */
+ * its flag and an id after every session's; its state and why are in STATE. */
 static void upstream_row(struct broker *b, struct eb_report_session *ret)
 {
 	const char *user = b->conf->upstream.user;
+	uint64_t wall = eb_wall_ms(), seen;
 	struct upstream_view v;
 
 	upstream_get_view(b->upstream, &v);
@@ -137,6 +139,13 @@ static void upstream_row(struct broker *b, struct eb_report_session *ret)
 	    .bytes_in = v.bytes_in,
 	    .bits_in = v.bits_in,
 	};
+	/* Its times are dates (CLOCK_REALTIME): last seen is its last DATA, else its state's start;
+	 * connected, since it was connected. */
+	seen = v.data_ms ? v.data_ms : v.since_ms;
+	if (seen)
+		ret->last_ms = (uint32_t)MIN(wall > seen ? wall - seen : 0, (uint64_t)UINT32_MAX);
+	if (v.state == EB_UPSTREAM_CONNECTED && wall > v.since_ms)
+		ret->connected_s = (uint32_t)MIN((wall - v.since_ms) / 1000, (uint64_t)UINT32_MAX);
 	if (!v.broker[0] || strncmp(v.broker, "unix:", 5) != 0)
 		ret->flags |= EB_REPORT_TLS;
 	snprintf(ret->user, sizeof(ret->user), "%s", user && user[0] ? user : "(by uid)");

@@ -21,6 +21,11 @@
  * draw from each other from saying HELLO in step. */
 #define BACKOFF_FIRST_MS 1000
 #define BACKOFF_MAX_MS   60000
+/* With nothing to draw the thread still watches the upstream, so that an idle broker knows
+ * within seconds that it is gone (issue 26): a connection it holds is watched for the upstream
+ * closing it, and without one it connects (HELLO, no GET) after this long at rest, failures then
+ * backing off as above. */
+#define PROBE_MS 5000
 /* An EMPTY or QUOTA's retry hint, bounded: a hint is the upstream's, and so under its control. */
 #define RETRY_MIN_MS 100
 #define RETRY_MAX_MS 10000
@@ -32,22 +37,25 @@ struct draw {
 	uint64_t chain[EB_CHAIN_MAX];
 	unsigned n_chain;
 	bool hello_due; /* the ids changed while connected: HELLO again with the new ones */
+	bool probe_due; /* idle and not connected, or the upstream hung up: connect to know */
 	uint8_t *note;
 };
 
-/* 1 and a command in *ret, 0 when timeout_ms (-1: none) passed first, -EPIPE when the loop's end
- * is gone. */
-static int wait_cmd(int fd, int timeout_ms, struct up_cmd *ret)
+/* 1 and a command in *ret, 0 when timeout_ms (-1: none) passed first, 2 when the upstream hung up
+ * on up_fd (-1: not watched), -EPIPE when the loop's end is gone. */
+static int wait_cmd(int fd, int up_fd, int timeout_ms, struct up_cmd *ret)
 {
-	struct pollfd p = {.fd = fd, .events = POLLIN};
+	struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = up_fd, .events = POLLRDHUP}};
 	ssize_t n;
 	int r;
 
-	r = poll(&p, 1, timeout_ms);
+	r = poll(p, 2, timeout_ms);
 	if (r < 0)
 		return errno == EINTR ? 0 : -errno;
 	if (r == 0)
 		return 0;
+	if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+		return 2; /* only the upstream's socket spoke: closed or broken */
 	n = recv(fd, ret, sizeof(*ret), 0);
 	if (n < 0)
 		return errno == EINTR || errno == EAGAIN ? 0 : -errno;
@@ -100,27 +108,40 @@ static int apply_cmd(struct draw *d, const struct up_cmd *cmd)
  * meanwhile. A stop or the loop's end gone ends the run. A rest ends early when there is
  * something to do at once: resting idle, any command; otherwise a HELLO due, for which the
  * connection goes now (the runtime reconnects when it finds it gone). A DRAW in a back-off or
- * an EMPTY's rest waits it out: what the back-off or the upstream's hint said still holds. */
+ * an EMPTY's rest waits it out: what the back-off or the upstream's hint said still holds.
+ * Resting idle is watching: the upstream hanging up is told to the loop at once and a connect
+ * is due, and PROBE_MS without a connection makes one due too. */
 static int rest(void *userdata, int ms)
 {
 	struct draw *d = userdata;
-	uint64_t end = eb_now_ms() + (uint64_t)MAX(ms, 0);
+	bool idle = ms < 0;
+	uint64_t end = eb_now_ms() + (uint64_t)(idle ? PROBE_MS : ms);
 
 	for (;;) {
+		struct eb_client *c = d->t->client;
 		struct up_cmd cmd;
 		int r;
 
-		r = wait_cmd(d->t->fd, ms < 0 ? -1 : (int)eb_ms_until(end), &cmd);
+		r = wait_cmd(d->t->fd, idle ? eb_client_fd(c) : -1, (int)eb_ms_until(end), &cmd);
+		if (r == 2) {
+			eb_client_disconnect(c);
+			(void)send_note(d->t->fd, d->note, UP_NOTE_FAILED, ECONNRESET, NULL, 0,
+			                "the upstream closed the connection");
+			d->probe_due = true;
+			return 0;
+		}
+		if (r == 0 && idle && !eb_client_connected(c))
+			d->probe_due = true;
 		if (r <= 0)
 			return r;
 		r = apply_cmd(d, &cmd);
 		if (r < 0)
 			return r;
-		if (d->hello_due && eb_client_connected(d->t->client)) {
-			eb_client_disconnect(d->t->client);
+		if (d->hello_due && eb_client_connected(c)) {
+			eb_client_disconnect(c);
 			return 0;
 		}
-		if (ms < 0)
+		if (idle)
 			return 0;
 	}
 }
@@ -134,7 +155,7 @@ static size_t want(void *userdata, struct eb_client *c, uint64_t in_flight)
 	(void)c;
 	(void)in_flight;
 	if (d->want == 0)
-		return d->hello_due ? EB_SINK_WANT_CONNECT : 0;
+		return d->hello_due || d->probe_due ? EB_SINK_WANT_CONNECT : 0;
 	return (size_t)MIN(MAX((d->want + 7) / 8, (uint64_t)8), (uint64_t)EB_DATA_MAX);
 }
 
@@ -164,6 +185,11 @@ static void event(void *userdata, struct eb_client *c, enum eb_sink_event e, int
 	switch (e) {
 	case EB_SINK_CONNECTED:
 		d->hello_due = false;
+		/* A probe has no answer to wait for: the WELCOME is the upstream's word. */
+		if (d->probe_due && d->want == 0)
+			(void)send_note(d->t->fd, d->note, UP_NOTE_CONNECTED, 0, NULL, 0,
+			                eb_client_broker(c));
+		d->probe_due = false;
 		break;
 	case EB_SINK_SERVED:
 		/* Connected is said once the upstream has answered, so that one that takes HELLO

@@ -63,6 +63,11 @@ bool eb_client_connected(const struct eb_client *c)
 	return c->conn != NULL;
 }
 
+int eb_client_fd(const struct eb_client *c)
+{
+	return c->conn ? eb_conn_fd(c->conn) : -EBADF;
+}
+
 int client_fail(struct eb_client *c, int r, const char *what)
 {
 	snprintf(c->last_error, sizeof(c->last_error), "%s", what ? what : strerror(-r));

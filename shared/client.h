@@ -53,6 +53,9 @@ int eb_client_connect(struct eb_client *c);
 int eb_client_connect_retry(struct eb_client *c, int deadline_ms);
 void eb_client_disconnect(struct eb_client *c);
 bool eb_client_connected(const struct eb_client *c);
+/* The connection's socket, to watch for the broker going away while idle (poll POLLRDHUP);
+ * -EBADF when not connected. Not to read or write: TLS owns it. */
+int eb_client_fd(const struct eb_client *c);
 
 /* Sends data with its claimed credit. Waits only when put_window PUTs await their ACK. While
  * the broker says SLEEP, *asleep (eb_client_asleep()) is true: the caller should stop sampling

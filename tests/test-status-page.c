@@ -209,6 +209,31 @@ static void test_page(void **state)
 	view_done(&v);
 }
 
+/* A failing upstream is said, with its reason, as a warning: not a source's health alarm, though
+ * its row's health is silent. */
+static void test_page_upstream_failing(void **state)
+{
+	_cleanup_free_ char *page = NULL;
+	struct view v;
+
+	(void)state;
+	fake_view(&v);
+	v.sessions[0].health = EB_SOURCE_OK;
+	v.sessions[2].health = EB_SOURCE_SILENT;
+	v.has_state = true;
+	v.state = (struct eb_msg_state){.flags = EB_STATE_UPSTREAM,
+	                                .upstream = EB_UPSTREAM_FAILING,
+	                                .upstream_since_ms = (v.read_at_s - 35) * 1000,
+	                                .upstream_broker = "tcp://upstream.example:55225",
+	                                .upstream_reason = "Connection refused"};
+	page = render(&v, NULL);
+	assert_non_null(
+	    strstr(page, "<p class=\"warn\">Upstream failing for 35 s: Connection refused"));
+	assert_null(strstr(page, "<b>Health alarm:</b>"));
+	assert_non_null(strstr(page, "<td class=\"warn\">failing</td>"));
+	view_done(&v);
+}
+
 static void test_page_broker_down(void **state)
 {
 	_cleanup_free_ char *page = NULL;
@@ -255,8 +280,11 @@ static void test_json(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_http_routes), cmocka_unit_test(test_http_refusals),
-	    cmocka_unit_test(test_page),        cmocka_unit_test(test_page_broker_down),
+	    cmocka_unit_test(test_http_routes),
+	    cmocka_unit_test(test_http_refusals),
+	    cmocka_unit_test(test_page),
+	    cmocka_unit_test(test_page_upstream_failing),
+	    cmocka_unit_test(test_page_broker_down),
 	    cmocka_unit_test(test_json),
 	};
 

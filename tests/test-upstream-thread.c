@@ -2,8 +2,9 @@
 /* Tests for daemon/upstream-thread.c, the upstream client's thread on the sink runtime, run in the
  * test's own thread against a scripted broker (the client doubled through -Wl,--wrap=eb_client_*),
  * the test holding the loop's end of the socket pair: the notes the loop hears for a draw, new
- * ids taken between two GETs with a new HELLO before the next one, or with nothing to draw, and a
- * refusal retried on the back-off with one FAILED note. */
+ * ids taken between two GETs with a new HELLO before the next one, or with nothing to draw, a
+ * refusal retried on the back-off with one FAILED note, and an upstream that hangs up while there
+ * is nothing to draw heard at once. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +29,7 @@ struct answer {
 	uint32_t bits;
 	uint64_t new_id; /* send a DRAW of 0 bits with this one id; 0: none */
 	bool end;        /* shut the loop's end: the thread's run ends */
+	bool hang_up;    /* the upstream closes the connection after this answer */
 };
 
 static struct fake {
@@ -43,6 +45,7 @@ static struct fake {
 	size_t n_asked;
 	const struct answer *answers;
 	size_t n_answers, at;
+	int up[2]; /* the connection's socket (eb_client_fd()), and the upstream's end */
 } fake;
 
 static struct eb_client *const client = (struct eb_client *)&fake;
@@ -112,6 +115,8 @@ int __wrap_eb_client_receive(struct eb_client *c, void *buf, size_t size, size_t
 		loop_says(0, a->new_id);
 	if (a->end)
 		assert_return_code(shutdown(fake.loop_fd, SHUT_WR), errno);
+	if (a->hang_up)
+		assert_return_code(shutdown(fake.up[1], SHUT_WR), errno);
 	assert_true(a->len <= size);
 	memset(buf, 0xa5, a->len);
 	*ret_len = a->len;
@@ -136,6 +141,13 @@ void __wrap_eb_client_set_cancel(struct eb_client *c, int fd, short events)
 	(void)c;
 	(void)fd;
 	(void)events;
+}
+
+int __wrap_eb_client_fd(const struct eb_client *c);
+int __wrap_eb_client_fd(const struct eb_client *c)
+{
+	(void)c;
+	return fake.connected ? fake.up[0] : -EBADF;
 }
 
 const char *__wrap_eb_client_broker(const struct eb_client *c);
@@ -210,6 +222,15 @@ static int setup(void **state)
 {
 	(void)state;
 	fake = (struct fake){.loop_fd = -EBADF};
+	assert_return_code(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fake.up), errno);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	close(fake.up[0]);
+	close(fake.up[1]);
 	return 0;
 }
 
@@ -273,12 +294,35 @@ static void test_refusal_retried(void **state)
 	assert_true(eb_now_ms() - t0 >= 500);
 }
 
+/* The upstream closes the connection while there is nothing to draw (its broker was killed): the
+ * loop hears it at once, with a reason, and a connection is tried right away to know more, which
+ * is told as connected once the upstream has said WELCOME, though nothing is asked. */
+static void test_hang_up_while_idle(void **state)
+{
+	static const struct answer a[] = {{.len = 32, .bits = 256, .hang_up = true}};
+	char notes[16], text[EB_TEXT_MAX + 64] = "";
+	int err = 0;
+	uint64_t t0 = eb_now_ms();
+
+	(void)state;
+	fake.end_at_connect = 2;
+	run(a, ELEMENTSOF(a), notes, sizeof(notes), &err, text);
+	assert_string_equal(notes, "CDFXC");
+	assert_int_equal(err, ECONNRESET);
+	assert_string_equal(text, "the upstream closed the connection");
+	assert_int_equal(fake.connects, 2);
+	assert_int_equal(fake.n_asked, 1);
+	/* Not after a probe's rest: at once. */
+	assert_true(eb_now_ms() - t0 < 4000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup(test_new_ids_between_gets, setup),
-	    cmocka_unit_test_setup(test_new_ids_when_idle, setup),
-	    cmocka_unit_test_setup(test_refusal_retried, setup),
+	    cmocka_unit_test_setup_teardown(test_new_ids_between_gets, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_new_ids_when_idle, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_refusal_retried, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hang_up_while_idle, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

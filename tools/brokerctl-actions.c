@@ -126,7 +126,7 @@ static const char *when(uint64_t ms, char *buf, size_t size)
 
 void brokerctl_state_print(const struct eb_msg_state *st)
 {
-	char a[96], b[96];
+	char a[96];
 
 	if (st->flags & EB_STATE_DRAINED)
 		printf("Drained:  yes, by %s since %s\n", st->drained_by,
@@ -143,6 +143,13 @@ void brokerctl_state_print(const struct eb_msg_state *st)
 		       when(st->last_reload_ms, a, sizeof(a)), st->reload_text);
 	else
 		printf("Reloads:  none since start\n");
+	brokerctl_upstream_print(st);
+}
+
+void brokerctl_upstream_print(const struct eb_msg_state *st)
+{
+	char a[96], b[96];
+
 	if (!(st->flags & EB_STATE_UPSTREAM))
 		return;
 	if (st->upstream == EB_UPSTREAM_FAILING)
@@ -164,8 +171,6 @@ static void add_ms(struct json_object *o, const char *key, uint64_t ms)
 
 void brokerctl_state_json(const struct eb_msg_state *st, struct json_object *o)
 {
-	struct json_object *up;
-
 	json_object_object_add(o, "drained", json_object_new_boolean(st->flags & EB_STATE_DRAINED));
 	json_object_object_add(o, "drained_by",
 	                       st->drained_by[0] ? json_object_new_string(st->drained_by) : NULL);
@@ -180,10 +185,15 @@ void brokerctl_state_json(const struct eb_msg_state *st, struct json_object *o)
 	                       json_object_new_boolean(!(st->flags & EB_STATE_RELOAD_FAILED)));
 	json_object_object_add(o, "last_reload_text",
 	                       st->last_reload_ms ? json_object_new_string(st->reload_text) : NULL);
-	if (!(st->flags & EB_STATE_UPSTREAM)) {
-		json_object_object_add(o, "upstream", NULL);
-		return;
-	}
+	json_object_object_add(o, "upstream", brokerctl_upstream_json(st));
+}
+
+struct json_object *brokerctl_upstream_json(const struct eb_msg_state *st)
+{
+	struct json_object *up;
+
+	if (!(st->flags & EB_STATE_UPSTREAM))
+		return NULL;
 	up = json_object_new_object();
 	json_object_object_add(up, "state",
 	                       json_object_new_string(eb_upstream_state_to_string(st->upstream)));
@@ -194,5 +204,5 @@ void brokerctl_state_json(const struct eb_msg_state *st, struct json_object *o)
 	                           : NULL);
 	add_ms(up, "since_ms", st->upstream_since_ms);
 	add_ms(up, "last_data_ms", st->upstream_data_ms);
-	json_object_object_add(o, "upstream", up);
+	return up;
 }

@@ -20,3 +20,7 @@ int brokerctl_action(struct eb_client *c, const struct eb_msg_action_req *q, boo
 /* The state's lines under the status's, for people; its fields into o, for scripts. */
 void brokerctl_state_print(const struct eb_msg_state *st);
 void brokerctl_state_json(const struct eb_msg_state *st, struct json_object *o);
+/* The upstream's part alone, for "sources": its lines (none without an [upstream]), and its
+ * object (NULL without one). */
+void brokerctl_upstream_print(const struct eb_msg_state *st);
+struct json_object *brokerctl_upstream_json(const struct eb_msg_state *st);

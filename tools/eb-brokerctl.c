@@ -358,6 +358,10 @@ static int run_list(struct eb_client *client, enum command cmd)
 {
 	_cleanup_(table_freep) struct table *t = NULL;
 	struct json_object *o, *array;
+	struct eb_msg_state st;
+	/* The sources' upstream is told under them; asked last: a broker that predates STATE
+	 * closes on it, and the table is still good. */
+	bool up = false;
 	unsigned n = 0;
 	int r;
 
@@ -368,10 +372,13 @@ static int run_list(struct eb_client *client, enum command cmd)
 		r = list(client, cmd, NULL, t, &n);
 		if (r < 0)
 			return r;
+		up = cmd == CMD_SOURCES && eb_client_state(client, &st) >= 0;
 		if (n == 0)
 			printf("No %s.\n", command_names[cmd]);
 		else
 			table_print(t, stdout);
+		if (up)
+			brokerctl_upstream_print(&st);
 		return 0;
 	}
 	o = json_object_new_object();
@@ -379,6 +386,8 @@ static int run_list(struct eb_client *client, enum command cmd)
 	json_object_object_add(o, "broker", json_object_new_string(eb_client_broker(client)));
 	json_object_object_add(o, command_names[cmd], array);
 	r = list(client, cmd, array, NULL, &n);
+	if (r >= 0 && cmd == CMD_SOURCES && eb_client_state(client, &st) >= 0)
+		json_object_object_add(o, "upstream", brokerctl_upstream_json(&st));
 	if (r >= 0)
 		print_json(o);
 	json_object_put(o);

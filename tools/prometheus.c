@@ -106,6 +106,15 @@ static void write_state(FILE *f, const struct eb_msg_state *st)
 	family(f, "eb_drained", "gauge",
 	       "Whether an admin drained the broker (eb-brokerctl drain): 1 or 0.");
 	sample(f, "eb_drained", !!(st->flags & EB_STATE_DRAINED));
+	if (!(st->flags & EB_STATE_UPSTREAM))
+		return;
+	family(
+	    f, "eb_upstream_connected", "gauge",
+	    "Whether the broker holds a connection to its upstream that answered (1) or not (0).");
+	sample(f, "eb_upstream_connected", st->upstream == EB_UPSTREAM_CONNECTED);
+	family(f, "eb_upstream_last_data_timestamp_seconds", "gauge",
+	       "When the upstream's last data came, in seconds since the epoch (0: none yet).");
+	sample(f, "eb_upstream_last_data_timestamp_seconds", st->upstream_data_ms / 1000);
 }
 
 /* Why a sink waits: the pool (a GET held, or answered EMPTY) or its user's quota. */

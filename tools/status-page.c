@@ -405,7 +405,12 @@ static void source_row(FILE *f, const struct view *v, const struct eb_report_ses
 	td_who(f, s);
 	snprintf(buf, sizeof(buf), "%s%s", eb_source_health_to_string(s->health),
 	         s->flags & EB_REPORT_ASLEEP ? " (asleep)" : "");
-	td(f, health_bad(s->health) ? "bad" : NULL, buf);
+	/* The upstream's column is its state, which a failing upstream is, not a health alarm. */
+	if ((s->flags & EB_REPORT_UPSTREAM) && v->has_state)
+		td(f, v->state.upstream == EB_UPSTREAM_FAILING ? "warn" : NULL,
+		   eb_upstream_state_to_string(v->state.upstream));
+	else
+		td(f, health_bad(s->health) ? "bad" : NULL, buf);
 	snprintf(buf, sizeof(buf), "%u.%03u", s->claim_mbits_per_byte / 1000,
 	         s->claim_mbits_per_byte % 1000);
 	td(f, "n", buf);
@@ -508,12 +513,22 @@ static void sessions(FILE *f, const struct view *v, enum table_kind k)
  * quiet, and sinks that wait. */
 static void alarms_now(FILE *f, const struct view *v)
 {
+	const struct eb_msg_state *st = &v->state;
 	bool any = false;
 	char buf[32];
 
+	/* A failing upstream is said, and why, but as a warning: the pool may hold plenty. */
+	if (v->has_state && st->upstream == EB_UPSTREAM_FAILING) {
+		fprintf(
+		    f, "<p class=\"warn\">Upstream failing for %s: ",
+		    duration(v->read_at_s - MIN(st->upstream_since_ms / 1000, v->read_at_s), buf));
+		html_escape(f, st->upstream_reason);
+		fputs("</p>\n", f);
+	}
 	for (size_t i = 0; i < v->n_sessions; i++) {
 		const struct eb_report_session *s = &v->sessions[i];
-		bool bad = (s->roles & EB_ROLE_SOURCE) && health_bad(s->health);
+		bool bad = (s->roles & EB_ROLE_SOURCE) && !(s->flags & EB_REPORT_UPSTREAM) &&
+		           health_bad(s->health);
 
 		if (!bad && !((s->roles & EB_ROLE_SINK) && s->starving_ms))
 			continue;
