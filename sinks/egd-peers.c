@@ -1,18 +1,117 @@
 /* SPDX-License-Identifier: MIT */
 /* Who an EGD client is (its peer: a uid, an IPv4 address, an IPv6 /64), and the limits on how
- * many clients each peer and all may have: past them an idle client makes room for a newcomer. */
+ * many clients each peer and all may have: past them an idle client, or else one waiting for
+ * bytes, makes room for a newcomer. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include "egd-server-internal.h"
 #include "list.h"
 #include "log.h"
 #include "macro.h"
+
+/* Whether a TCP peer is on this host: 127/8, ::1, or 127/8 mapped into IPv6. */
+static bool is_loopback(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+	if (ss->ss_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+
+		return IN6_IS_ADDR_LOOPBACK(a) ||
+		       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+	}
+	return false;
+}
+
+/* An address and port as sock_diag takes them: IPv4 (also mapped into IPv6) in the first word. */
+static int diag_endpoint(const struct sockaddr_storage *ss, __be16 *ret_port, __be32 ret_addr[4])
+{
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+
+		*ret_port = a->sin_port;
+		memcpy(ret_addr, &a->sin_addr, 4);
+		return AF_INET;
+	}
+	const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+
+	*ret_port = a->sin6_port;
+	if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
+		memcpy(ret_addr, a->sin6_addr.s6_addr + 12, 4);
+		return AF_INET;
+	}
+	memcpy(ret_addr, &a->sin6_addr, 16);
+	return AF_INET6;
+}
+
+/* The uid that owns the other end of a loopback TCP connection, as the kernel's sock_diag
+ * (NETLINK_SOCK_DIAG) reports it: the peer's socket is the one whose own end is the peer's
+ * address and port and whose other end is ours, looked up by that exact 4-tuple. Every local
+ * user can connect from any 127.x.y.z, so an address proves nothing about who connects; the
+ * socket's owner does. 0 and the uid, or a negative errno. */
+static int loopback_owner(const struct sockaddr_storage *peer, const struct sockaddr_storage *local,
+                          uint32_t *ret_uid)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct inet_diag_req_v2 r;
+	} req = {
+	    .nlh = {.nlmsg_len = sizeof(req),
+	            .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+	            .nlmsg_flags = NLM_F_REQUEST},
+	    .r = {.sdiag_protocol = IPPROTO_TCP,
+	          .idiag_states = ~0u,
+	          .id.idiag_cookie = {INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE}},
+	};
+	const struct timeval tv = {.tv_sec = 1};
+	union {
+		struct nlmsghdr h;
+		uint8_t b[1024];
+	} buf;
+	_cleanup_close_ int nl = -EBADF;
+	ssize_t n;
+
+	req.r.sdiag_family =
+	    (uint8_t)diag_endpoint(peer, &req.r.id.idiag_sport, req.r.id.idiag_src);
+	if (diag_endpoint(local, &req.r.id.idiag_dport, req.r.id.idiag_dst) != req.r.sdiag_family)
+		return -EAFNOSUPPORT;
+
+	nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (nl < 0)
+		return -errno;
+	/* The kernel answers within the send; the timeout only bounds the unexpected. */
+	(void)setsockopt(nl, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (send(nl, &req, sizeof(req), 0) < 0)
+		return -errno;
+	n = recv(nl, &buf, sizeof(buf), 0);
+	if (n < 0)
+		return -errno;
+	if (!NLMSG_OK(&buf.h, (size_t)n))
+		return -EBADMSG;
+	if (buf.h.nlmsg_type == NLMSG_ERROR) {
+		const struct nlmsgerr *e = NLMSG_DATA(&buf.h);
+
+		return buf.h.nlmsg_len >= NLMSG_LENGTH(sizeof(*e)) && e->error < 0 ? e->error
+		                                                                   : -EBADMSG;
+	}
+	if (buf.h.nlmsg_type != SOCK_DIAG_BY_FAMILY ||
+	    buf.h.nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg)))
+		return -EBADMSG;
+	*ret_uid = ((const struct inet_diag_msg *)NLMSG_DATA(&buf.h))->idiag_uid;
+	return 0;
+}
 
 static void peer_key_of(int fd, struct peer_key *ret)
 {
@@ -29,6 +128,17 @@ static void peer_key_of(int fd, struct peer_key *ret)
 
 		/* Every unix client is someone: an unknown uid counts as one peer, nobody's. */
 		k.uid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0 ? UINT32_MAX : uc.uid;
+	} else if (is_loopback(&ss)) {
+		struct sockaddr_storage local = {};
+		socklen_t ll = sizeof(local);
+
+		/* A local peer is its uid, the same peer over TCP as over the unix socket. When
+		 * the kernel cannot say (no sock_diag), every loopback client is one peer, uid
+		 * unknown: one local user must not count as a thousand. */
+		k.family = AF_UNIX;
+		if (getsockname(fd, (struct sockaddr *)&local, &ll) < 0 ||
+		    loopback_owner(&ss, &local, &k.uid) < 0)
+			k.uid = UINT32_MAX - 1;
 	} else if (ss.ss_family == AF_INET) {
 		memcpy(k.addr, &((struct sockaddr_in *)&ss)->sin_addr, 4);
 	} else if (ss.ss_family == AF_INET6) {
@@ -56,7 +166,11 @@ static const char *peer_name(const struct peer_key *k, char *buf, size_t size)
 
 	switch (k->family) {
 	case AF_UNIX:
-		snprintf(buf, size, "uid %" PRIu32, k->uid);
+		if (k->uid == UINT32_MAX - 1)
+			snprintf(buf, size,
+			         "loopback TCP clients whose uid sock_diag did not give");
+		else
+			snprintf(buf, size, "uid %" PRIu32, k->uid);
 		break;
 	case AF_INET:
 		snprintf(buf, size, "%s", inet_ntop(AF_INET, k->addr, a, sizeof(a)) ?: "?");
@@ -82,20 +196,33 @@ static struct peer *peer_find(struct egd_server *s, const struct peer_key *k)
 	return NULL;
 }
 
-/* Idle: owed no bytes and with no answer pending, so dropping it loses nothing it asked for. */
-static bool client_idle(const struct client *c)
+/* How readily a client makes way for a newcomer: 2 idle (owed no bytes, no answer pending:
+ * dropping it loses nothing it asked for), 1 waiting for bytes of a blocking read with nothing
+ * pending (it loses the read it waits on, which an empty buffer may never fill: such clients
+ * held every slot once, and one local user locked all others out), 0 with an answer on its way
+ * (dropped by the sweep when it does not read it). */
+static int client_yield(const struct client *c)
 {
-	return c->owed == 0 && c->out_len == 0;
+	if (c->out_len > 0)
+		return 0;
+	return c->owed == 0 ? 2 : 1;
 }
 
-/* The client of peer p (any peer when NULL) that has been idle longest, or NULL. */
+/* The client of peer p (any peer when NULL) that makes way first: idle ones before those owed
+ * bytes, each the longest inactive first. NULL when every one has an answer on its way. */
 static struct client *oldest_idle(struct egd_server *s, const struct peer *p)
 {
 	struct client *c, *best = NULL;
 
-	eb_list_foreach(c, &s->clients, node)
-		if ((!p || c->peer == p) && client_idle(c) && (!best || c->active < best->active))
+	eb_list_foreach(c, &s->clients, node) {
+		int y = client_yield(c);
+
+		if ((p && c->peer != p) || y == 0)
+			continue;
+		if (!best || y > client_yield(best) ||
+		    (y == client_yield(best) && c->active < best->active))
 			best = c;
+	}
 	return best;
 }
 
@@ -112,8 +239,8 @@ static struct peer *largest_peer(struct egd_server *s)
 
 /* Makes room for a new client of key: nothing when it is within both limits; else drops the
  * longest-idle client of the same peer (at --max-clients-per-peer), or of the peer with the
- * most clients, or of anyone (at --max-clients). Clients owed bytes are never dropped for a
- * newcomer. Returns false, having logged, when there is no room. */
+ * most clients, or of anyone (at --max-clients); a client waiting for bytes goes when no idle
+ * one is left there. Returns false, having logged, when there is no room. */
 static bool make_room(struct egd_server *s, const struct peer_key *key, struct peer *p)
 {
 	/* A share of all is a limit of its own only when it is less than all. */
@@ -137,11 +264,11 @@ static bool make_room(struct egd_server *s, const struct peer_key *key, struct p
 		if (now - s->last_refused_log > WARN_INTERVAL_USEC) {
 			if (per_peer)
 				log_warning(
-				    "Refusing clients of %s: all its %u clients are waiting for bytes (--max-clients-per-peer)",
+				    "Refusing clients of %s: all its %u clients have answers on their way (--max-clients-per-peer)",
 				    peer_name(key, name, sizeof(name)), p->n_clients);
 			else
 				log_warning(
-				    "Refusing clients: all %u are waiting for bytes (--max-clients)",
+				    "Refusing clients: all %u have answers on their way (--max-clients)",
 				    s->n_clients);
 			s->last_refused_log = now;
 		}
