@@ -283,7 +283,7 @@ static int handshake(struct eb_client *c, const struct eb_uri *uri, const char *
 	if (r < 0 && eb_uri_is_tls(uri) && eb_conn_failure(c->conn) == EB_CONN_FAIL_EOF) {
 		snprintf(
 		    c->last_error, sizeof(c->last_error),
-		    "%s closed the connection before the TLS handshake finished (busy, or at a connection limit?)",
+		    "%s closed the connection before the TLS handshake finished (busy, at a connection limit, or behind a load balancer without send-proxy-v2 whose address is in the broker's proxy-protocol-from=?)",
 		    name);
 		eb_client_disconnect(c);
 		return -ECONNREFUSED;
