@@ -59,21 +59,28 @@ static unsigned period_run_through(const struct eb_health_period *p, const uint8
 	return (unsigned)(b - a) + (a == start ? p->run[k] : 0u);
 }
 
+/* r is at most ceil(8 / bits) <= 8. */
+#define PERIOD_R_MAX 8u
+
 /* The lanes, one bit each, at which the r samples buf[t..t + r) each equal the one that lane's lag
  * before them. */
-static void period_lanes(const uint8_t *buf, size_t t, unsigned r, uint64_t ret[static 4])
+static inline __attribute__((always_inline)) void period_lanes(const uint8_t *buf, size_t t,
+                                                               unsigned r, uint64_t ret[static 4])
 {
 	const uint8_t *past = buf + t - EB_HEALTH_PERIOD_MAX;
+	vec_u8 x[PERIOD_R_MAX];
 
+	for (unsigned j = 0; j < r; j++)
+		x[j] = vec_splat(buf[t + j]);
 	for (unsigned w = 0; w < 4; w++) {
 		uint64_t m = 0;
 
 		for (unsigned u = 0; u < 4; u++) {
 			const uint8_t *q = past + (4 * w + u) * VEC_LEN;
-			vec_u8 all = (vec_u8)(vec_load(q) == vec_splat(buf[t]));
+			vec_u8 all = (vec_u8)(vec_load(q) == x[0]);
 
 			for (unsigned j = 1; j < r; j++)
-				all &= (vec_u8)(vec_load(q + j) == vec_splat(buf[t + j]));
+				all &= (vec_u8)(vec_load(q + j) == x[j]);
 			m |= (uint64_t)vec_mask(all) << (16 * u);
 		}
 		ret[w] = m;
@@ -111,13 +118,17 @@ bool eb_health_period_scan(const struct eb_health *h, const uint8_t *s, size_t m
 		    period_run_through(p, buf, n, EB_HEALTH_PERIOD_MAX, k) >= cut)
 			return false;
 
-	r = MIN(cut, (10 + h->bits - 1) / h->bits);
+	r = MIN(cut, (PERIOD_R_MAX + h->bits - 1) / h->bits);
 	stride = cut - r + 1;
 	for (size_t t = EB_HEALTH_PERIOD_MAX; t + r <= n; t += stride) {
 		uint64_t lanes[4];
 
-		/* A bitmap of the lanes, then one pass over its set bits: no branch per vector. */
-		period_lanes(buf, t, r, lanes);
+		/* A bitmap of the lanes, then one pass over its set bits: no branch per vector.
+		 * 8-bit samples (r = 1) get a loop of their own, the common case. */
+		if (r == 1)
+			period_lanes(buf, t, 1, lanes);
+		else
+			period_lanes(buf, t, r, lanes);
 		for (unsigned w = 0; w < ELEMENTSOF(lanes); w++)
 			for (; lanes[w] != 0; lanes[w] &= lanes[w] - 1) {
 				unsigned k = 64 * w + (unsigned)__builtin_ctzll(lanes[w]);
