@@ -180,7 +180,9 @@ static int job_wait(struct job *j, const struct eb_lookup_bound *b)
 			return negative_errno();
 		if (k <= 0)
 			continue;
-		if (p[0].revents & POLLIN)
+		/* The thread set over before its write: this load pairs with that store, so that
+		 * what it found is seen whole here. */
+		if ((p[0].revents & POLLIN) && atomic_load(&j->over))
 			return 0;
 		if (cancel_fd >= 0 && (p[1].revents & (p[1].events | POLLHUP | POLLERR | POLLNVAL)))
 			return -ECANCELED;
