@@ -155,3 +155,16 @@ int eb_gate_feed(struct eb_gate *g, const uint8_t *samples, size_t n, uint8_t *o
 	*ret = b;
 	return 0;
 }
+
+bool eb_gate_device_alarm(struct eb_gate *g)
+{
+	uint64_t episodes;
+
+	assert(g);
+	if (!g->tested)
+		return false;
+	episodes = g->health.episodes;
+	eb_health_device_alarm(&g->health);
+	g->mbits_carry = 0;
+	return g->health.episodes != episodes;
+}

@@ -65,6 +65,11 @@ size_t eb_gate_out_max(const struct eb_gate *g, size_t n);
 int eb_gate_feed(struct eb_gate *g, const uint8_t *samples, size_t n, uint8_t *out, size_t out_size,
                  struct eb_gate_block *ret);
 
+/* The device reports that its own health tests failed: a health alarm (eb_health_device_alarm())
+ * when the gate tests at all, and the credit below one bit carried so far is dropped. True when
+ * that opened a new failure episode, as eb_gate_block.alarm says for a block. */
+bool eb_gate_device_alarm(struct eb_gate *g);
+
 /* The credit rule alone, for a block whose admitted samples have been counted:
  * min(floor((ok x h_mbits + *carry) / 1000), 8 x len, floor(len x cap / 1000)), with *carry
  * updated to the remainder below one bit; the remainder is dropped when a cap binds. */

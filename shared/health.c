@@ -86,6 +86,12 @@ static void alarm_raise(struct eb_health *h, enum eb_health_test test, unsigned 
 	restart(h);
 }
 
+void eb_health_device_alarm(struct eb_health *h)
+{
+	assert(h);
+	alarm_raise(h, EB_HEALTH_TEST_DEVICE, 0, 0, 0);
+}
+
 /* An alarm of the pattern tests, as alarm_raise() takes it. */
 struct pattern_alarm {
 	enum eb_health_test test;
@@ -542,6 +548,7 @@ static const char *const test_table[_EB_HEALTH_TEST_MAX] = {
     [EB_HEALTH_TEST_DIFF_APT] = "difference-proportion",
     [EB_HEALTH_TEST_PERIOD2] = "period-two",
     [EB_HEALTH_TEST_PERIOD] = "periodic",
+    [EB_HEALTH_TEST_DEVICE] = "device",
 };
 
 const char *eb_health_state_to_string(enum eb_health_state s)

@@ -63,6 +63,9 @@ enum eb_health_test {
 	 * log2(EB_HEALTH_PERIOD_MAX)) / H), so the test as a whole keeps the false-positive rate
 	 * of the others. Off (cutoff 0) when Cp would pass 255, i.e. H < 28/255 bits. */
 	EB_HEALTH_TEST_PERIOD,
+	/* Not a test run here: the device reports that its own tests failed (a ComScire QNG's
+	 * bad-statistics bit). No cutoff, count or value; eb_health_device_alarm() raises it. */
+	EB_HEALTH_TEST_DEVICE,
 	_EB_HEALTH_TEST_MAX,
 	_EB_HEALTH_TEST_INVALID = -EINVAL,
 };
@@ -142,6 +145,11 @@ int eb_health_init(struct eb_health *h, double h_per_sample, unsigned bits_per_s
  * it). A caller that conditions the whole buffer credits *ret_ok x H bits for it. -EDOM when a
  * sample has bits above bits_per_sample; h is unchanged then. */
 int eb_health_feed(struct eb_health *h, const uint8_t *samples, size_t n, size_t *ret_ok);
+
+/* The device says its own health tests failed: an alarm as one of ours would raise (a new
+ * episode unless one is under way, the start-up test run again from scratch), counted under
+ * EB_HEALTH_TEST_DEVICE at sample h->samples. */
+void eb_health_device_alarm(struct eb_health *h);
 
 enum eb_health_state eb_health_get_state(const struct eb_health *h);
 

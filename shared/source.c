@@ -44,16 +44,25 @@ static int ensure_connected(struct eb_client *c)
 }
 
 /* Takes up to n samples, calling the source until it has them all or its input ends, so that
- * a device read in small pieces still makes whole blocks. *ret_eof says the input ended. */
+ * a device read in small pieces still makes whole blocks. *ret_eof says the input ended;
+ * *ret_alarm that the device reported a failure of its own tests, and then none of the samples
+ * taken is kept (0). */
 static ssize_t take(eb_source_sample_t sample, void *userdata, uint8_t *buf, size_t n,
-                    bool *ret_eof)
+                    bool *ret_eof, bool *ret_alarm)
 {
 	size_t got = 0;
 
 	*ret_eof = false;
+	*ret_alarm = false;
 	while (got < n) {
 		ssize_t k = sample(userdata, buf + got, n - got);
 
+		if (k == EB_SOURCE_DEVICE_ALARM) {
+			/* Sampled while the device was failing its tests: worth nothing. */
+			explicit_bzero(buf, got);
+			*ret_alarm = true;
+			return 0;
+		}
 		if (k < 0)
 			return k;
 		if (k == 0) {
@@ -74,6 +83,18 @@ static void log_alarm(const struct eb_source_params *p, const struct eb_gate *g)
 
 	if (eb_health_get_failure(&g->health, &f) < 0)
 		return;
+	if (f.test == EB_HEALTH_TEST_DEVICE) {
+		snprintf(fields, sizeof(fields),
+		         "MESSAGE_ID=" MSGID_HEALTH_ALARM "\nEB_SOURCE=%s\nEB_HEALTH_TEST=%s\n"
+		         "EB_HEALTH_SAMPLE=%" PRIu64 "\nEB_HEALTH_H_MBITS=%" PRIu32,
+		         p->name, eb_health_test_to_string(f.test), f.sample, p->gate.h_mbits);
+		log_struct(
+		    LOG_WARNING, fields,
+		    "Health test failed: the device reports that its own tests failed (sample %" PRIu64
+		    "); crediting nothing until %u clean samples re-admit %s",
+		    f.sample, EB_HEALTH_STARTUP_SAMPLES, p->name);
+		return;
+	}
 	snprintf(fields, sizeof(fields),
 	         "MESSAGE_ID=" MSGID_HEALTH_ALARM "\nEB_SOURCE=%s\nEB_HEALTH_TEST=%s\n"
 	         "EB_HEALTH_CUTOFF=%u\nEB_HEALTH_COUNT=%u\nEB_HEALTH_VALUE=%u\n"
@@ -278,13 +299,27 @@ static int feed(struct run *run, uint8_t *s, size_t n, uint64_t start)
 	return 0;
 }
 
+/* The device reported that its own tests failed: an alarm, and what is pending unsent goes unsent,
+ * since the device vouches for none of it now. */
+static int device_alarm(struct run *run)
+{
+	struct pending *q = &run->q;
+
+	if (eb_gate_device_alarm(&run->g))
+		log_alarm(run->p, &run->g);
+	explicit_bzero(q->buf, q->len);
+	q->len = 0;
+	q->credit = 0;
+	return 0;
+}
+
 /* Samples a block of up to want samples, tests it and sends what is pending when it is time.
  * *ret_eof says the input ended. */
 static int sample_block(struct run *run, size_t want, bool *ret_eof)
 {
 	const struct eb_source_params *p = run->p;
 	struct pending *q = &run->q;
-	bool failed_before, resting;
+	bool failed_before, resting, alarm;
 	uint64_t start;
 	uint8_t *s;
 	ssize_t n;
@@ -302,7 +337,9 @@ static int sample_block(struct run *run, size_t want, bool *ret_eof)
 
 	failed_before = run->g.tested && eb_health_get_state(&run->g.health) == EB_HEALTH_FAILED;
 	start = eb_now_ns();
-	n = take(run->sample, run->userdata, s, want, ret_eof);
+	n = take(run->sample, run->userdata, s, want, ret_eof, &alarm);
+	if (alarm)
+		return device_alarm(run);
 	if (n < 0) {
 		if (n == -EOVERFLOW)
 			log_error("%s returned more samples than asked for", p->name);

@@ -18,6 +18,13 @@ struct eb_client;
  * broker wants data: never while it has said SLEEP. */
 typedef ssize_t (*eb_source_sample_t)(void *userdata, uint8_t *buf, size_t n);
 
+/* What a sample callback returns instead of a count when the device itself reports that its own
+ * health tests failed (a ComScire QNG's bad-statistics bit): the runtime raises a health alarm as
+ * its own tests would (logged once an episode, counted in eb_source_stats.alarms), drops the
+ * samples of the block under way and what is pending unsent, and samples on; nothing is credited
+ * until the start-up test passes again. Not an errno: below every one. */
+#define EB_SOURCE_DEVICE_ALARM ((ssize_t)-0x10000)
+
 struct eb_source_params {
 	const char *name; /* "stream /dev/hwrng": log lines and EB_SOURCE= */
 	struct eb_gate_params gate;

@@ -156,7 +156,9 @@ struct input {
 	uint64_t seed;
 	bool stuck;
 	uint64_t stuck_at, stuck_len; /* a stuck stretch in good noise: its samples' indexes */
-	unsigned bits;                /* sample width; 0: 8 */
+	uint64_t alarm_at;            /* the device reports failed tests here, alarms times */
+	unsigned alarms;
+	unsigned bits; /* sample width; 0: 8 */
 	size_t piece;
 	uint64_t ns_per_call;
 	uint64_t left; /* samples before the end of the input */
@@ -172,6 +174,10 @@ static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
 	event('s');
 	/* Nothing is sampled while the broker has said SLEEP. */
 	assert_false(fake.asleep);
+	if (in->alarms > 0 && in->pos == in->alarm_at) {
+		in->alarms--;
+		return EB_SOURCE_DEVICE_ALARM;
+	}
 	n = MIN(n, in->piece);
 	n = (size_t)MIN((uint64_t)n, in->left);
 	fake.now_ns += in->ns_per_call;
@@ -444,6 +450,34 @@ static void test_no_rest_for_one_alarm(void **state)
 	assert_int_equal(st.claimed, (4096 - 1022 + 4096) * 4);
 }
 
+static void test_device_alarm(void **state)
+{
+	struct eb_source_params p = params(4000, 8000);
+	struct input in = {.seed = 13,
+	                   .piece = 1000,
+	                   .ns_per_call = SLOW_NS,
+	                   .alarm_at = 2 * 4096 + 1000,
+	                   .alarms = 2,
+	                   .left = 5 * 4096};
+	struct eb_source_stats st;
+
+	(void)state;
+
+	/* The device says twice, 1000 samples into the third block, that its own tests failed:
+	 * one episode. Those 1000 samples are dropped, and the start-up test runs again on what
+	 * follows, so the next 1024 earn nothing. */
+	assert_int_equal(eb_source_run(client, &p, sample, &in, &st), 0);
+	assert_int_equal(st.alarms, 1);
+	assert_int_equal(st.samples, 5 * 4096 - 1000);
+	assert_int_equal(fake.credits[0], (4096 - 1024) * 4);
+	assert_int_equal(fake.credits[1], 4096 * 4);
+	assert_int_equal(fake.credits[2], (4096 - 1024) * 4);
+	assert_int_equal(fake.lens[2], 4096);
+	/* Everything taken but the two start-up tests' samples. */
+	assert_int_equal(st.claimed, (5 * 4096 - 1000 - 2 * 1024) * 4);
+	assert_int_equal(st.bytes, 5 * 4096 - 1000);
+}
+
 static void test_packed_samples(void **state)
 {
 	struct eb_source_params p = params(3000, 8000);
@@ -491,6 +525,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_hold_time, setup),
 	    cmocka_unit_test_setup(test_alarm_between_coalesced_blocks, setup),
 	    cmocka_unit_test_setup(test_no_rest_for_one_alarm, setup),
+	    cmocka_unit_test_setup(test_device_alarm, setup),
 	    cmocka_unit_test_setup(test_packed_samples, setup),
 	    cmocka_unit_test_setup(test_bad_params, setup),
 	};
