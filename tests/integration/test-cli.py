@@ -19,6 +19,8 @@ CLIENTS = ("eb-source-file", "eb-source-kernel", "eb-sink-file", "eb-sink-kernel
            "eb-source-v4l")
 # Sources that take no device argument and sample their own hardware (USB devices, smart cards).
 CLIENTS += ("eb-source-usb", "eb-source-smartcard")
+# A ComScire QNG: its USB node is optional (the first QNG found).
+CLIENTS += ("eb-source-qng",)
 CLIENTS += ("eb-metrics",)
 BAD_URIS = ("bogus://x", "tcp://", "tcp://host:99999", "tcp://[::1", "unix:relative/path",
             "vsock://notacid")
@@ -113,7 +115,7 @@ def test():
             "eb-sink-egd": [],
             "eb-brokerctl": ["status"],
         }
-        rest.update({"eb-source-usb": [], "eb-source-smartcard": []})
+        rest.update({"eb-source-usb": [], "eb-source-smartcard": [], "eb-source-qng": []})
         rest["eb-metrics"] = []
         known = {"eb-brokerd", "eb-keygen", "eb-assess", *CLIENTS}
 
@@ -212,7 +214,7 @@ def test():
         sources = [n for n in CLIENTS if n.startswith("eb-source-") or n == "eb-proxy-knuth"]
         credit = ("eb-source-file", "eb-source-exec", "eb-proxy-knuth", "eb-source-kernel")
         capped = ("eb-source-file", "eb-source-exec", "eb-proxy-knuth")
-        estimate = ("eb-source-egd", "eb-source-stream")  # --min-entropy only, 0-8
+        estimate = ("eb-source-egd", "eb-source-stream", "eb-source-qng")  # --min-entropy, 0-8
         measured = ("eb-source-jitter", "eb-source-timers",  # --min-entropy 0.001-8
                     "eb-source-audio", "eb-source-v4l")
         measured += ("eb-source-usb", "eb-source-smartcard")

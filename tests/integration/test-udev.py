@@ -112,6 +112,7 @@ def evaluate(rules, dev):
             continue
         for key, attr, op, value in tokens:
             value = value.replace("%k", dev.get("kernel", ""))
+            value = re.sub(r"\$env\{([A-Z_]+)\}", lambda m: env.get(m.group(1), ""), value)
             if key == "ENV" and op in ("=", ":="):
                 env[attr] = value
             elif key == "ENV" and op == "+=":
@@ -272,6 +273,38 @@ def test():
         check(units == [], f"/dev/chaoskey{i}: nothing is started on remove")
     units, _ = wants(rules, {"action": "add", "subsystem": "usbmisc", "kernel": "hiddev0"})
     check(units == [], "another usbmisc device (hiddev0) wants nothing")
+
+    # ComScire QNG: the USB device itself, told from every other FTDI chip by its serial number.
+    def usb(vid, pid, serial, busnum="001", devnum="004", action="add"):
+        return {"action": action, "subsystem": "usb", "kernel": "1-2",
+                "attr": {"idVendor": vid, "idProduct": pid, "serial": serial},
+                "env": {"DEVTYPE": "usb_device", "BUSNUM": busnum, "DEVNUM": devnum}}
+    for pid, serial, devnum in [("6001", "QWR20042", "004"), ("6014", "QWR31234", "017")]:
+        dev = usb("0403", pid, serial, devnum=devnum)
+        units, _ = wants(rules, dev)
+        check(units == [f"eb-source-qng@bus-usb-001-{devnum}.service"],
+              f"a QNG (0403:{pid}, serial {serial}) wants {units}")
+        _, _, group, mode = evaluate(rules, dev)
+        check(group == "eb-source" and mode == "0660",
+              f"the QNG's USB node is group eb-source's to open ({group} {mode})")
+        units, _ = wants(rules, dict(dev, action="remove"))
+        check(units == [], f"QNG {serial}: nothing is started on remove")
+    p = run(["systemd-escape", "--unescape", "--", "bus-usb-001-004"])
+    check(p.stdout.decode().strip() == "bus/usb/001/004",
+          "the QNG unit's %I is its node under /dev (bus/usb/001/004)")
+    for pid, serial, what in [("6001", "A10KZP3Q", "an FT232 serial adapter"),
+                              ("6001", "QWR31234", "an R32MU's serial on an FT232's ID"),
+                              ("6014", "QWR20042", "an R2000KU's serial on an FT232H's ID"),
+                              ("6015", "QWR20042", "FTDI's generic FT-X")]:
+        dev = usb("0403", pid, serial)
+        units, _ = wants(rules, dev)
+        _, _, group, _ = evaluate(rules, dev)
+        check(units == [] and group is None, f"0403:{pid} serial {serial} ({what}) is left alone")
+    units, env = wants(rules, tty("ttyUSB0", "0403", "6001", "QWR20042"))
+    check(units == [] and env.get("ID_MM_DEVICE_IGNORE") == "1",
+          f"a QNG's tty, while ftdi_sio has it: ModemManager ignores it, nothing reads it ({units})")
+    units, env = wants(rules, tty("ttyUSB0", "0403", "6001", "A10KZP3Q"))
+    check(units == [] and "ID_MM_DEVICE_IGNORE" not in env, "an FT232 adapter's tty is left alone")
 
     # Simtec Entropy Key: Debian's ekeyd and an EGD source on its socket, one pair per key.
     for i, serial in enumerate(("EK1", "EK2")):

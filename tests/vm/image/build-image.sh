@@ -22,6 +22,8 @@ packages=(
 	procps iproute2 socat jq alsa-utils v4l-utils usbutils
 	libsystemd0 libudev1 libssl3 libinih1 libasound2 libusb-1.0-0 libpcsclite1
 	libjson-c5 libcairo2 libfontconfig1
+	# eb-source-qng drives ComScire's QNG (an FTDI chip) through libftdi1.
+	libftdi1-2
 	# The entropykey scenario: Debian's daemon for the Simtec Entropy Key, which udev starts.
 	ekeyd
 	# The deb scenario: "apt install ./*.deb", as the README says.

@@ -22,7 +22,7 @@ EB_VM_HOST_TOOLS=(
 	gzip:gzip
 )
 # Build dependencies of the project itself, so "meson setup" works on a fresh machine.
-EB_VM_HOST_BUILD_PKGS=(libsystemd-dev libssl-dev libinih-dev libcmocka-dev libudev-dev)
+EB_VM_HOST_BUILD_PKGS=(libsystemd-dev libssl-dev libinih-dev libcmocka-dev libudev-dev libftdi1-dev)
 
 eb_log() { printf '[vm] %s\n' "$*" >&2; }
 
