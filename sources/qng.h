@@ -31,8 +31,8 @@ struct ftdi_context;
  * that brings less than asked thus means the device stopped streaming for that long. */
 #define QNG_LATENCY_MS 2u
 /* How long one read may wait for the USB transfer (a chip that sends nothing, not even its
- * latency timer's empty packets, has gone). */
-#define QNG_READ_TIMEOUT_MS 1000u
+ * latency timer's empty packets, is not working). */
+#define QNG_READ_TIMEOUT_MS 500u
 /* The status is checked after every read that came back short, and at least this often. */
 #define QNG_CHECK_MS 10000u
 /* Bytes that may still arrive after STOP before the stream is taken for never stopping, and

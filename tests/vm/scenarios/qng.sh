@@ -21,7 +21,6 @@ need lib/systemd/system/eb-source-qng@.service -- "$landed"
 [[ -n $(rules_mentioning 'QWR2') ]] || skip "no udev rule names a QNG's serial (QWR2...): $landed"
 command -v python3 >/dev/null || skip "python3 (for the QNG emulator) missing on the host"
 checks_done
-step() { printf -- "-- %s (%d s)\n" "$*" "$SECONDS"; }
 
 dir=$EB_VM_SCENARIO_DIR
 sock=$dir/qng.sock
@@ -70,7 +69,10 @@ credited() {
 unit_alarms() { vm_exec "journalctl _SYSTEMD_INVOCATION_ID=\$(systemctl show -P InvocationID '$1') $alarm -o cat | wc -l"; }
 
 step "broker up; the QNG emulator listening"
-broker_up >/dev/null
+# The source's own session is what is measured, so a broker another scenario left running with
+# broker_test_config's configuration serves as well as a fresh one, and saves a restart.
+vm_exec "systemctl is-active --quiet eb-brokerd.service &&
+	grep -q '^; written by tests/vm' /etc/entropy-broker/eb-brokerd.conf" >/dev/null || broker_up >/dev/null
 mode good
 
 step "plug a QNG: usb-serial with serial=$serial"
@@ -95,7 +97,6 @@ wait_guest 60 "journalctl -b --no-pager -u '$unit' | grep -q 'is a ComScire QNG 
 wait_guest 90 "[ \$(eb-brokerctl sources --json | jq '[.. | objects | select((.kind? // \"\") | startswith(\"qng \")) | .bits_credited] | add // 0') -gt 0 ]" ||
 	fail "the QNG's source was credited nothing within 90 s"
 c1=$(credited)
-guest "journalctl -b --no-pager -u '$unit' -o cat | head -n 8"
 report "credited $c1 bits from the emulated QNG"
 
 step "a plain FT232 (serial EBPLAIN01) stays with ftdi_sio and starts nothing"
@@ -105,7 +106,9 @@ vm_mon 'device_add usb-serial,id=ebplain0,bus=xhci.0,chardev=plain0,serial=EBPLA
 	fail "QEMU refused the second usb-serial"
 wait_guest 60 'for t in /sys/class/tty/ttyUSB*; do udevadm info -q property /dev/${t##*/}; done 2>/dev/null | grep -qx ID_SERIAL_SHORT=EBPLAIN01' ||
 	fail "the plain FT232 did not appear as a ttyUSB (ftdi_sio) within 60 s"
-guest 'udevadm settle --timeout=30' >/dev/null
+# udev has handled its tty, so the USB device above it too: its properties say what it wants.
+wants=$(vm_exec 'for d in /sys/bus/usb/devices/*; do grep -qx EBPLAIN01 $d/serial 2>/dev/null && udevadm info -q property $d; done | grep "^SYSTEMD_WANTS=" || true')
+[[ $wants != *eb-source-qng* ]] || fail "the plain FT232 wants a QNG source: $wants"
 units=$(vm_exec "systemctl list-units --all --no-legend --plain 'eb-source-qng@*' | awk '{ print \$1 }'")
 [[ $units == "$unit" ]] || fail "the plain FT232 started something: $units"
 [[ -z $(vm_exec "systemctl list-jobs --no-legend 'eb-source-qng@*'") ]] || fail "a job is queued for eb-source-qng@ after the plain FT232"
@@ -140,12 +143,12 @@ wait_guest 60 "journalctl _SYSTEMD_INVOCATION_ID=\$(systemctl show -P Invocation
 	fail "$unit raised no repetition-count alarm within 60 s of the stream sticking"
 c4=$(credited)
 streamed=$(state streamed)
-wait_state streamed $((streamed + 8192)) 60 || fail "the emulator streamed under 8 KiB in 60 s"
+wait_state streamed $((streamed + 4096)) 60 || fail "the emulator streamed under 4 KiB in 60 s"
 c5=$(credited)
 ((c5 == c4)) || fail "credited $((c5 - c4)) bits for a stuck stream"
 n=$(unit_alarms "$unit")
 ((n == 2)) || fail "$unit logged $n alarms, not one for the bad statistics and one for the stuck stream"
-report "stuck stream: one more alarm, credit stayed at $c5 bits over 8 KiB"
+report "stuck stream: one more alarm, credit stayed at $c5 bits over 4 KiB more"
 
 step "unplug: the unit ends cleanly"
 vm_mon 'device_del ebqng0' || fail "QEMU refused device_del"
