@@ -33,7 +33,9 @@ def test():
         print(f"# confdir-fifo: {line[:2]}")
         expect(line and "not a regular file" in line[0],
                "the reload fails with a line naming the FIFO as not a regular file")
-        legit.round("confdir-fifo", bound_ms=5000)
+        # docs/security.md: clients are served in under 0.2 s once the reload has failed; 3 times
+        # that for a loaded machine (a frozen broker timed them all out at 10-15 s).
+        legit.round("confdir-fifo", bound_ms=600)
         w.end()
         w.check_cpu()
         w.check_log(10)

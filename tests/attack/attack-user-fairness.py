@@ -16,6 +16,9 @@ from attacklib import (MSG, ROLE_SINK, ROLE_SOURCE, Legit, Raw, Window, check, e
 SESSIONS = 100
 ATTACK_S = 20
 FEED_BLOCKS = 4  # per PUT, every 0.1 s
+# docs/security.md: another user's sink is served within 0.2 s (216 ms at most measured here, the
+# wait for the feeder's next PUT included); 3 times that for a loaded machine. Unfair, it was 6.9 s.
+SINK_BOUND_MS = 600
 stop = threading.Event()
 
 
@@ -109,8 +112,8 @@ def test():
               f"{report.get('answers')}; feeder PUTs {fed.get('puts')}")
         expect(served == total, f"every legitimate round is served ({served} of {total})")
         lat = {k: max(v) for k, v in legit.latencies.items()}
-        expect(all(ms < 2000 for k, ms in lat.items() if k.startswith("sink")),
-               f"the other users' sinks are served within 2 s each ({lat})")
+        expect(all(ms < SINK_BOUND_MS for k, ms in lat.items() if k.startswith("sink")),
+               f"the other users' sinks are served within {SINK_BOUND_MS} ms each ({lat})")
         w.check_cpu()
         w.check_log(50)
         expect(b.alive(), "the broker is still running")
