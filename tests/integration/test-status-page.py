@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """eb-metrics' status page in real browsers: a broker with its history's test-only interval
-(EB_HISTORY_INTERVAL_MS, so that its "hour" passes in 36 s) lives through a scripted hour, a
-sink starved, a source donating, a stuck one raising a health alarm, and headless Chromium
+(EB_HISTORY_INTERVAL_MS=100, so that its "hour" of 360 samples passes in 36 s) lives through a
+script of a few seconds, its first 60 samples or more: a sink starved, a source donating, a stuck
+one raising a health alarm (the page's hour is that much of a shrunk hour, not a whole one); then
+headless Chromium
 draws the page at a desktop's and a phone's size: the screenshots are not blank (kept in the
 build directory), the page's text names the source and says the stuck one is stuck, and at each
 width the layout Chromium computes fits the screen (no sideways scrolling, no element past the
@@ -159,8 +161,8 @@ def test():
             p = run(["curl", "-sf", url + "history.json"], timeout=60)
             return json.loads(p.stdout) if p.returncode == 0 else {}
 
-        # The scripted hour: a sink starved by the empty pool, a source that stays and
-        # donates, a sink that draws, a stuck source that raises a health alarm.
+        # The script: a sink starved by the empty pool, a source that stays and donates, a sink
+        # that draws, a stuck source that raises a health alarm.
         p = draw(b, "vm1", 64, extra=["--timeout", "2"])
         check(p.returncode != 0, "a sink is starved by the empty pool")
         feeder = subprocess.Popen([prog("eb-source-file"), "-b", b.tcp, "-u", "alice", "-k",
