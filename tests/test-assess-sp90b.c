@@ -5,6 +5,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 
 #include "assess-bound.h"
 #include "assess-estimators.h"
+#include "assess-iid.h"
 #include "assess-noniid.h"
 
 #define Z ASSESS_Z_ALPHA
@@ -153,6 +155,58 @@ static void test_noniid_binary_literal(void **state)
 	near(a.min_entropy, a.h_original, 0);
 }
 
+static void test_iid_statistics(void **state)
+{
+	static const uint8_t d[] = {0, 1, 2, 3, 2, 1, 0};
+	long double t[ASSESS_IID_TESTS];
+	bool want[ASSESS_IID_TESTS];
+
+	(void)state;
+	for (unsigned i = 0; i < ASSESS_IID_TESTS; i++)
+		want[i] = i != ASSESS_IID_TESTS - 1;
+	assert_int_equal(assess_iid_statistics(d, d, sizeof(d), 4, 3, 9.0 / 7, 1.0, want, t), 0);
+	/* Running sums 0 1 3 6 8 9 9 against 9/7 per sample: the widest gap is at the second,
+	 * |1 - 18/7| = 11/7. */
+	near((double)t[0], 11.0 / 7, 1e-12);
+	/* Up, up, up, down, down, down: 2 runs, the longest 3, 3 ups and 3 downs. */
+	near((double)t[1], 2, 0);
+	near((double)t[2], 3, 0);
+	near((double)t[3], 3, 0);
+	/* Against the median 1: - + + + + + -: 3 runs, the longest 5. */
+	near((double)t[4], 3, 0);
+	near((double)t[5], 5, 0);
+	/* 0 1 2 3 2: the first repeat is the fifth sample; 1 0 after it hold none. */
+	near((double)t[6], 5, 0);
+	near((double)t[7], 5, 0);
+	/* Equal at lag 1: none; at lag 2: (2, 2) once; lags 8 and more reach past the end. */
+	near((double)t[8], 0, 0);
+	near((double)t[9], 1, 0);
+	near((double)t[10], 0, 0);
+	/* Lag 1: 0 + 2 + 6 + 6 + 2 + 0 = 16; lag 2: 0 + 3 + 4 + 3 + 0 = 10. */
+	near((double)t[13], 16, 0);
+	near((double)t[14], 10, 0);
+}
+
+static void test_iid_verdicts(void **state)
+{
+	uint8_t b[20000];
+	struct assess_iid a = {};
+
+	(void)state;
+	/* Alternating bits: 2-bit blocks are all 01 (or 10), where IID bits of p = 1/2 would give
+	 * each of 00 01 10 11 a quarter: the independence test fails; every tenth has half ones,
+	 * so goodness of fit passes. The longest repeated substring is the whole less 2. */
+	for (unsigned i = 0; i < sizeof(b); i++)
+		b[i] = i & 1;
+	assert_int_equal(assess_iid_chi_square(b, sizeof(b), 2, &a), 0);
+	assert_true(a.chi_independence_p < 0.001);
+	assert_true(a.chi_fit_p > 0.5);
+	assert_false(a.chi_square);
+	assert_int_equal(assess_iid_lrs(b, sizeof(b), 2, &a), 0);
+	assert_int_equal(a.lrs_length, sizeof(b) - 2);
+	assert_false(a.lrs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -161,6 +215,7 @@ int main(void)
 	    cmocka_unit_test(test_tuple_lrs),        cmocka_unit_test(test_predictor_bounds),
 	    cmocka_unit_test(test_compression_mean), cmocka_unit_test(test_lag),
 	    cmocka_unit_test(test_noniid_constant),  cmocka_unit_test(test_noniid_binary_literal),
+	    cmocka_unit_test(test_iid_statistics),   cmocka_unit_test(test_iid_verdicts),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,6 +10,15 @@
 
 #define CAP_MIN 1024u
 
+/* splitmix64's finalizer: every bit of a slot index depends on every bit of the key, so that
+ * linear probing meets no clusters. */
+static uint64_t mix(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
 int assess_dict_init(struct assess_dict *d, const uint8_t *s)
 {
 	*d = (struct assess_dict){.s = s, .x_cap = CAP_MIN, .y_cap = CAP_MIN};
@@ -40,7 +49,7 @@ static bool same(const struct assess_dict *d, const struct assess_dict_x *e, uin
  * full, so the probe ends. */
 static size_t x_slot(const struct assess_dict *d, uint32_t pos, uint8_t len, uint64_t hash)
 {
-	size_t i = hash & (d->x_cap - 1);
+	size_t i = mix(hash) & (d->x_cap - 1);
 
 	while (d->xs[i].len != 0 && !same(d, &d->xs[i], pos, len, hash))
 		i = (i + 1) & (d->x_cap - 1);
@@ -49,7 +58,7 @@ static size_t x_slot(const struct assess_dict *d, uint32_t pos, uint8_t len, uin
 
 static uint64_t y_hash(uint32_t x, uint8_t y)
 {
-	return assess_dict_hash((uint64_t)x * 257 + y, y);
+	return mix((uint64_t)x << 8 | y);
 }
 
 static size_t y_slot(const struct assess_dict *d, uint32_t x, uint8_t y)

@@ -26,6 +26,8 @@ double assess_compression(const uint8_t *b, size_t n); /* 6.3.4, binary */
 
 /* 6.3.5 and 6.3.6 share a suffix array: both at once. -ENOMEM, else 0. */
 int assess_tuple_lrs(const uint8_t *s, size_t n, double *ret_tuple, double *ret_lrs);
+/* The longest repeated substring's length alone (for 5.2.3's test). -ENOMEM, -ERANGE. */
+int assess_lrs_length(const uint8_t *s, size_t n, size_t *ret);
 
 /* 6.3.7-6.3.10, k the alphabet's size (2..256). -ENOMEM where they need memory, else 0. */
 double assess_multi_mcw(const uint8_t *s, size_t n, unsigned k);

@@ -173,3 +173,95 @@ int assess_lz78y_bits(const uint8_t *b, size_t n, double *ret)
 	*ret = assess_predictor_h(correct, n - B - 1, longest, 2);
 	return 0;
 }
+
+/* The lag predictor for bits, 128 subpredictors at once: bit d of a 128-bit mask is subpredictor
+ * d's (it guesses b[i - d - 1]), and the scoreboard is bit-sliced, plane j of the masks holding
+ * bit j of every score. The winner's score is the highest of all; a step changes the winner only
+ * to a subpredictor that was right and now has that highest score, the latest of them. */
+struct mask {
+	uint64_t w[2];
+};
+
+static struct mask mask_and(struct mask a, struct mask b)
+{
+	return (struct mask){{a.w[0] & b.w[0], a.w[1] & b.w[1]}};
+}
+
+static bool mask_any(struct mask a)
+{
+	return (a.w[0] | a.w[1]) != 0;
+}
+
+/* The highest bit set; the mask is not empty. */
+static unsigned mask_top(struct mask a)
+{
+	return a.w[1] ? 127 - (unsigned)__builtin_clzll(a.w[1])
+	              : 63 - (unsigned)__builtin_clzll(a.w[0]);
+}
+
+#define LAG_PLANES 64u
+
+/* The subpredictors whose score is v. */
+static struct mask score_is(const struct mask *plane, unsigned planes, uint64_t v)
+{
+	struct mask eq = {{~0ull, ~0ull}};
+
+	for (unsigned j = 0; j < planes; j++) {
+		uint64_t flip = (v >> j & 1) ? 0 : ~0ull;
+
+		eq.w[0] &= plane[j].w[0] ^ flip;
+		eq.w[1] &= plane[j].w[1] ^ flip;
+	}
+	return eq;
+}
+
+static void score_add(struct mask *plane, unsigned planes, struct mask carry)
+{
+	for (unsigned j = 0; j < planes && mask_any(carry); j++) {
+		struct mask c = mask_and(plane[j], carry);
+
+		plane[j].w[0] ^= carry.w[0];
+		plane[j].w[1] ^= carry.w[1];
+		carry = c;
+	}
+}
+
+double assess_lag_bits(const uint8_t *b, size_t n)
+{
+	struct mask plane[LAG_PLANES] = {}, hist = {}, valid = {};
+	uint64_t top = 0, correct = 0, run = 0, longest = 0;
+	unsigned winner = 0, planes = 1;
+
+	/* Enough planes for a score of n. */
+	while (planes < LAG_PLANES && (n >> planes) != 0)
+		planes++;
+	for (size_t i = 1; i < n; i++) {
+		uint64_t fill = b[i] ? 0 : ~0ull;
+		struct mask right, best;
+
+		/* hist bit d is b[i - 1 - d]; valid marks the d < i that have a guess. */
+		hist.w[1] = hist.w[1] << 1 | hist.w[0] >> 63;
+		hist.w[0] = hist.w[0] << 1 | b[i - 1];
+		valid.w[1] = valid.w[1] << 1 | valid.w[0] >> 63;
+		valid.w[0] = valid.w[0] << 1 | 1;
+		if (((winner < 64 ? hist.w[0] >> winner : hist.w[1] >> (winner - 64)) & 1) ==
+		    b[i]) {
+			correct++;
+			run++;
+			longest = MAX(longest, run);
+		} else
+			run = 0;
+		right = mask_and((struct mask){{hist.w[0] ^ fill, hist.w[1] ^ fill}}, valid);
+		best = mask_and(score_is(plane, planes, top), right);
+		if (mask_any(best)) {
+			winner = mask_top(best);
+			top++;
+		} else if (top > 0) {
+			best = mask_and(score_is(plane, planes, top - 1), right);
+			if (mask_any(best))
+				winner = mask_top(best);
+		}
+		score_add(plane, planes, right);
+	}
+	return assess_predictor_h(correct, n - 1, longest, 2);
+}

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* MultiMMC and LZ78Y for bits (0/1 a byte), with direct tables: what assess_multi_mmc() and
- * assess_lz78y() run for an alphabet of two. n must be at least ASSESS_LZ78Y_B + 2. */
+/* MultiMMC, LZ78Y and lag for bits (0/1 a byte): what assess_multi_mmc(), assess_lz78y() and
+ * assess_lag() run for an alphabet of two. MultiMMC and LZ78Y keep their dictionaries as direct
+ * tables and need n >= ASSESS_LZ78Y_B + 2. */
 #pragma once
 
 #include <stddef.h>
@@ -15,3 +16,5 @@
 
 int assess_multi_mmc_bits(const uint8_t *b, size_t n, double *ret);
 int assess_lz78y_bits(const uint8_t *b, size_t n, double *ret);
+/* The lag predictor (6.3.8) for bits; n >= 3. */
+double assess_lag_bits(const uint8_t *b, size_t n);

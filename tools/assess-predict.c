@@ -102,6 +102,8 @@ double assess_lag(const uint8_t *s, size_t n, unsigned k)
 
 	if (n < 3)
 		return NAN;
+	if (k == 2)
+		return assess_lag_bits(s, n);
 	/* Subpredictor d guesses s[i - d - 1]. */
 	for (size_t i = 1; i < n; i++) {
 		size_t d_max = MIN(i, (size_t)ASSESS_LAG_D);
@@ -114,8 +116,10 @@ double assess_lag(const uint8_t *s, size_t n, unsigned k)
 	return assess_predictor_h(sc.correct, n - 1, sc.longest, k);
 }
 
+/* One dictionary per context length: the short ones, which every step looks up, stay small and in
+ * the cache. */
 struct mmc {
-	struct assess_dict dict;
+	struct assess_dict dict[ASSESS_MMC_D];
 	uint64_t entries[ASSESS_MMC_D], board[ASSESS_MMC_D];
 	unsigned winner;
 	struct score sc;
@@ -126,7 +130,7 @@ struct mmc {
 static int mmc_seen(struct mmc *m, const uint8_t *s, size_t i, unsigned d, long x,
                     unsigned cur_winner)
 {
-	bool correct = m->dict.xs[x].pred == s[i];
+	bool correct = m->dict[d].xs[x].pred == s[i];
 	int r;
 
 	if (correct && ++m->board[d] >= m->board[m->winner])
@@ -135,7 +139,7 @@ static int mmc_seen(struct mmc *m, const uint8_t *s, size_t i, unsigned d, long 
 	 * the reference implementation counts so, and the agreement test holds eb-assess to it. */
 	if (d == cur_winner)
 		score(&m->sc, correct);
-	r = assess_dict_bump(&m->dict, x, s[i], m->entries[d] < ASSESS_MMC_ENTRIES);
+	r = assess_dict_bump(&m->dict[d], x, s[i], m->entries[d] < ASSESS_MMC_ENTRIES);
 	if (r < 0)
 		return r;
 	m->entries[d] += (unsigned)r;
@@ -157,7 +161,7 @@ static int mmc_step(struct mmc *m, const uint8_t *s, size_t i)
 
 		h = assess_dict_hash(h, s[pos]);
 		if (d == 0 || found) {
-			x = assess_dict_find(&m->dict, pos, (uint8_t)(d + 1), h);
+			x = assess_dict_find(&m->dict[d], pos, (uint8_t)(d + 1), h);
 			found = x >= 0;
 		}
 		if (found) {
@@ -165,10 +169,10 @@ static int mmc_step(struct mmc *m, const uint8_t *s, size_t i)
 			if (r < 0)
 				return r;
 		} else if (m->entries[d] < ASSESS_MMC_ENTRIES) {
-			x = assess_dict_get(&m->dict, pos, (uint8_t)(d + 1), h);
+			x = assess_dict_get(&m->dict[d], pos, (uint8_t)(d + 1), h);
 			if (x < 0)
 				return (int)x;
-			r = assess_dict_bump(&m->dict, x, s[i], true);
+			r = assess_dict_bump(&m->dict[d], x, s[i], true);
 			if (r < 0)
 				return r;
 			m->entries[d]++;
@@ -187,10 +191,10 @@ static int mmc_start(struct mmc *m, const uint8_t *s, size_t n)
 
 		for (unsigned j = d + 1; j-- > 0;)
 			h = assess_dict_hash(h, s[j]);
-		x = assess_dict_get(&m->dict, 0, (uint8_t)(d + 1), h);
+		x = assess_dict_get(&m->dict[d], 0, (uint8_t)(d + 1), h);
 		if (x < 0)
 			return (int)x;
-		r = assess_dict_bump(&m->dict, x, s[d + 1], true);
+		r = assess_dict_bump(&m->dict[d], x, s[d + 1], true);
 		if (r < 0)
 			return r;
 		m->entries[d] = 1;
@@ -209,13 +213,17 @@ int assess_multi_mmc(const uint8_t *s, size_t n, unsigned k, double *ret)
 	}
 	if (k == 2 && n >= ASSESS_LZ78Y_B + 2)
 		return assess_multi_mmc_bits(s, n, ret);
-	r = assess_dict_init(&m.dict, s);
-	if (r < 0)
-		return r;
+	for (unsigned d = 0; d < ASSESS_MMC_D; d++) {
+		r = assess_dict_init(&m.dict[d], s);
+		if (r < 0)
+			goto done;
+	}
 	r = mmc_start(&m, s, n);
 	for (size_t i = 2; r >= 0 && i < n; i++)
 		r = mmc_step(&m, s, i);
-	assess_dict_done(&m.dict);
+done:
+	for (unsigned d = 0; d < ASSESS_MMC_D; d++)
+		assess_dict_done(&m.dict[d]);
 	if (r < 0)
 		return r;
 	*ret = assess_predictor_h(m.sc.correct, n - 2, m.sc.longest, k);
@@ -223,7 +231,7 @@ int assess_multi_mmc(const uint8_t *s, size_t n, unsigned k, double *ret)
 }
 
 struct lz78y {
-	struct assess_dict dict;
+	struct assess_dict dict[ASSESS_LZ78Y_B]; /* [j - 1]: the strings of length j */
 	uint64_t strings;
 	struct score sc;
 };
@@ -242,22 +250,23 @@ static int lz78y_step(struct lz78y *z, const uint8_t *s, size_t i)
 	for (unsigned j = 1; j <= ASSESS_LZ78Y_B; j++)
 		h[j] = assess_dict_hash(h[j - 1], s[i - j]);
 	for (unsigned j = ASSESS_LZ78Y_B; j > 0; j--) {
-		long x = assess_dict_find(&z->dict, (uint32_t)(i - j), (uint8_t)j, h[j]);
+		struct assess_dict *dict = &z->dict[j - 1];
+		long x = assess_dict_find(dict, (uint32_t)(i - j), (uint8_t)j, h[j]);
 
 		if (x >= 0) {
-			if (z->dict.xs[x].best > best) {
-				best = z->dict.xs[x].best;
-				pred = z->dict.xs[x].pred;
+			if (dict->xs[x].best > best) {
+				best = dict->xs[x].best;
+				pred = dict->xs[x].pred;
 				have = true;
 			}
 		} else if (z->strings < ASSESS_LZ78Y_STRINGS) {
-			x = assess_dict_get(&z->dict, (uint32_t)(i - j), (uint8_t)j, h[j]);
+			x = assess_dict_get(dict, (uint32_t)(i - j), (uint8_t)j, h[j]);
 			if (x < 0)
 				return (int)x;
 			z->strings++;
 		} else
 			continue;
-		r = assess_dict_bump(&z->dict, x, s[i], true);
+		r = assess_dict_bump(dict, x, s[i], true);
 		if (r < 0)
 			return r;
 	}
@@ -276,9 +285,11 @@ int assess_lz78y(const uint8_t *s, size_t n, unsigned k, double *ret)
 	}
 	if (k == 2)
 		return assess_lz78y_bits(s, n, ret);
-	r = assess_dict_init(&z.dict, s);
-	if (r < 0)
-		return r;
+	for (unsigned j = 0; j < ASSESS_LZ78Y_B; j++) {
+		r = assess_dict_init(&z.dict[j], s);
+		if (r < 0)
+			goto done;
+	}
 	/* The dictionary starts with the strings ending at s[B - 1], each followed by s[B]. */
 	for (unsigned j = 1; r >= 0 && j <= ASSESS_LZ78Y_B; j++) {
 		uint64_t h = 0;
@@ -286,13 +297,15 @@ int assess_lz78y(const uint8_t *s, size_t n, unsigned k, double *ret)
 
 		for (unsigned t = 1; t <= j; t++)
 			h = assess_dict_hash(h, s[ASSESS_LZ78Y_B - t]);
-		x = assess_dict_get(&z.dict, ASSESS_LZ78Y_B - j, (uint8_t)j, h);
-		r = x < 0 ? (int)x : assess_dict_bump(&z.dict, x, s[ASSESS_LZ78Y_B], true);
+		x = assess_dict_get(&z.dict[j - 1], ASSESS_LZ78Y_B - j, (uint8_t)j, h);
+		r = x < 0 ? (int)x : assess_dict_bump(&z.dict[j - 1], x, s[ASSESS_LZ78Y_B], true);
 		z.strings++;
 	}
 	for (size_t i = ASSESS_LZ78Y_B + 1; r >= 0 && i < n; i++)
 		r = lz78y_step(&z, s, i);
-	assess_dict_done(&z.dict);
+done:
+	for (unsigned j = 0; j < ASSESS_LZ78Y_B; j++)
+		assess_dict_done(&z.dict[j]);
 	if (r < 0)
 		return r;
 	*ret = assess_predictor_h(z.sc.correct, n - ASSESS_LZ78Y_B - 1, z.sc.longest, k);

@@ -158,3 +158,23 @@ int assess_tuple_lrs(const uint8_t *s, size_t n, double *ret_tuple, double *ret_
 	estimates(&t, n, ret_tuple, ret_lrs);
 	return 0;
 }
+
+int assess_lrs_length(const uint8_t *s, size_t n, size_t *ret)
+{
+	_cleanup_free_ saidx_t *sa = NULL, *plcp = NULL;
+	size_t v = 0;
+
+	if (n < 2 || n > INT32_MAX)
+		return -ERANGE;
+	sa = malloc(n * sizeof(*sa));
+	plcp = malloc(n * sizeof(*plcp));
+	if (!sa || !plcp)
+		return -ENOMEM;
+	if (divsufsort(s, sa, (saidx_t)n) != 0)
+		return -ENOMEM;
+	plcp_array(s, n, sa, plcp);
+	for (size_t i = 0; i < n; i++)
+		v = MAX(v, (size_t)plcp[i]);
+	*ret = v;
+	return 0;
+}

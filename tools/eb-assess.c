@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "assess-health.h"
+#include "assess-iid.h"
 #include "assess-noniid.h"
 #include "assess-plot.h"
 #include "assess-stats.h"
@@ -20,10 +21,16 @@
 #include "log.h"
 #include "macro.h"
 
+/* The permutation tests' shuffles are drawn from this seed unless --seed says otherwise, so that
+ * two runs on one file give one verdict. */
+#define ASSESS_SEED_DEFAULT 90
+
 static unsigned arg_bits;
 static double arg_claim;
 static const char *arg_plots;
 static bool arg_json;
+static bool arg_iid;
+static uint64_t arg_seed = ASSESS_SEED_DEFAULT;
 
 static void help(void)
 {
@@ -36,13 +43,16 @@ static void help(void)
 	    "      --claim H         run the health tests as for a source claiming H bits per\n"
 	    "                        sample (default: the estimate)\n"
 	    "  -p, --plots DIR       write histogram.png, pairs.png and health.png into DIR\n"
+	    "      --iid             run SP 800-90B's IID tests too (section 5: 10,000\n"
+	    "                        permutations, chi-square, LRS)\n"
+	    "      --seed N          draw the permutations from seed N (default 90)\n"
 	    "      --json            print one JSON object\n"
 	    "  -h, --help            show this help\n"
 	    "      --version         show the version\n"
 	    "\nSee eb-assess(1).\n");
 }
 
-enum { ARG_BITS = EB_CLI_ARG_FIRST_PRIVATE, ARG_CLAIM, ARG_JSON };
+enum { ARG_BITS = EB_CLI_ARG_FIRST_PRIVATE, ARG_CLAIM, ARG_JSON, ARG_IID, ARG_SEED };
 
 static int option(int c, const char *arg, void *userdata)
 {
@@ -79,6 +89,21 @@ static int option(int c, const char *arg, void *userdata)
 	case ARG_JSON:
 		arg_json = true;
 		return 0;
+	case ARG_IID:
+		arg_iid = true;
+		return 0;
+	case ARG_SEED: {
+		unsigned long long v;
+
+		errno = 0;
+		v = strtoull(arg, &end, 10);
+		if (errno != 0 || end == arg || *end != '\0' || arg[0] == '-') {
+			log_error("Invalid --seed \"%s\": expected a number below 2^64.", arg);
+			return -2;
+		}
+		arg_seed = v;
+		return 0;
+	}
 	default:
 		return -2;
 	}
@@ -89,6 +114,8 @@ static const struct option options[] = {
     {"claim", required_argument, NULL, ARG_CLAIM},
     {"plots", required_argument, NULL, 'p'},
     {"json", no_argument, NULL, ARG_JSON},
+    {"iid", no_argument, NULL, ARG_IID},
+    {"seed", required_argument, NULL, ARG_SEED},
     EB_CLI_HELP_OPTIONS,
     {},
 };
@@ -219,8 +246,53 @@ static uint64_t alarms(const struct assess_health *a)
 	return sum;
 }
 
+static void json_iid(const struct assess_iid *iid)
+{
+	const char *sep = "";
+
+	printf(", \"iid\": {\"verdict\": \"%s\", \"permutation\": \"%s\", \"chi_square\": \"%s\", "
+	       "\"lrs\": \"%s\", \"seed\": %" PRIu64 ", \"shuffles\": %u, \"lrs_length\": %zu",
+	       iid->iid ? "pass" : "fail", iid->permutation ? "pass" : "fail",
+	       iid->chi_square ? "pass" : "fail", iid->lrs ? "pass" : "fail", arg_seed,
+	       iid->shuffles, iid->lrs_length);
+	json_number("chi_square_independence_p", iid->chi_independence_p);
+	json_number("chi_square_fit_p", iid->chi_fit_p);
+	printf(", \"outliers\": [");
+	for (unsigned t = 0; t < ASSESS_IID_TESTS; t++) {
+		const unsigned *c = iid->count[t];
+
+		if (iid->ran[t] && (c[0] + c[1] <= 5 || c[1] + c[2] <= 5)) {
+			printf("%s\"%s\"", sep, assess_iid_test_to_string(t));
+			sep = ", ";
+		}
+	}
+	printf("]}");
+}
+
+static void text_iid(const struct assess_iid *iid)
+{
+	printf("SP 800-90B IID tests (section 5, permutations from seed %" PRIu64 "): %s\n",
+	       arg_seed, iid->iid ? "IID" : "not IID");
+	printf("  permutation tests        %s after %u shuffles",
+	       iid->permutation ? "pass" : "fail", iid->shuffles);
+	for (unsigned t = 0, first = 1; t < ASSESS_IID_TESTS; t++) {
+		const unsigned *c = iid->count[t];
+
+		if (iid->ran[t] && (c[0] + c[1] <= 5 || c[1] + c[2] <= 5)) {
+			printf("%s%s", first ? "; outliers: " : ", ", assess_iid_test_to_string(t));
+			first = 0;
+		}
+	}
+	printf(
+	    "\n  chi-square               %s (independence p = %.4g, goodness of fit p = %.4g)\n",
+	    iid->chi_square ? "pass" : "fail", iid->chi_independence_p, iid->chi_fit_p);
+	printf("  longest repeated string  %s (%zu samples)\n\n", iid->lrs ? "pass" : "fail",
+	       iid->lrs_length);
+}
+
 static void print_json(const char *path, const struct assess_noniid *e,
-                       const struct assess_stats *st, const struct assess_health *a, bool truncated)
+                       const struct assess_stats *st, const struct assess_health *a,
+                       const struct assess_iid *iid, bool truncated)
 {
 	printf("{\"file\": ");
 	json_string(path);
@@ -250,6 +322,8 @@ static void print_json(const char *path, const struct assess_noniid *e,
 		printf(", \"first_alarm\": {\"test\": \"%s\", \"sample\": %" PRIu64 "}",
 		       eb_health_test_to_string(a->first.test), a->first.sample);
 	putchar('}');
+	if (iid)
+		json_iid(iid);
 	if (arg_plots) {
 		printf(", \"plots\": {\"histogram\": [%d, %d], \"pairs\": [%d, %d], \"health\": "
 		       "[%d, %d]}",
@@ -260,7 +334,8 @@ static void print_json(const char *path, const struct assess_noniid *e,
 }
 
 static void print_text(const char *path, const struct assess_noniid *e,
-                       const struct assess_stats *st, const struct assess_health *a)
+                       const struct assess_stats *st, const struct assess_health *a,
+                       const struct assess_iid *iid)
 {
 	struct eb_health_failure fail;
 
@@ -285,6 +360,8 @@ static void print_text(const char *path, const struct assess_noniid *e,
 	else
 		printf("  min-entropy              %8.4f bits/sample = min(%.4f)\n\n",
 		       e->min_entropy, e->h_original);
+	if (iid)
+		text_iid(iid);
 	printf("Byte statistics (as ent computes them):\n");
 	printf("  entropy                  %8.4f bits/byte (an optimal coder saves %.2f %%)\n",
 	       st->entropy, st->compression);
@@ -387,12 +464,33 @@ static int plot_all(const char *dir, const char *name, const uint8_t *s, size_t 
 	return 0;
 }
 
+/* The samples' width: the widest seen, or --bits. An exit code, or EB_CLI_CONTINUE. */
+static int sample_bits(const char *path, const uint8_t *s, size_t n, unsigned *ret)
+{
+	unsigned bits = eb_estimate_sample_bits(s, n);
+
+	if (arg_bits > 0) {
+		if (bits > arg_bits) {
+			log_error("'%s' has samples wider than --bits %u.", path, arg_bits);
+			return 1;
+		}
+		bits = arg_bits;
+	}
+	if (arg_claim > bits) {
+		log_error("--claim %g is more than the %u bits a sample has.", arg_claim, bits);
+		return 2;
+	}
+	*ret = bits;
+	return EB_CLI_CONTINUE;
+}
+
 int main(int argc, char *argv[])
 {
 	_cleanup_free_ uint8_t *s = NULL;
 	struct assess_health a = {};
 	struct assess_stats st;
 	struct assess_noniid e;
+	struct assess_iid iid;
 	const char *path, *name;
 	unsigned bits;
 	size_t n = 0;
@@ -421,22 +519,22 @@ int main(int argc, char *argv[])
 		          EB_ESTIMATE_SAMPLES_MIN);
 		return 1;
 	}
-	bits = eb_estimate_sample_bits(s, n);
-	if (arg_bits > 0) {
-		if (bits > arg_bits) {
-			log_error("'%s' has samples wider than --bits %u.", path, arg_bits);
-			return 1;
-		}
-		bits = arg_bits;
-	}
-	if (arg_claim > bits) {
-		log_error("--claim %g is more than the %u bits a sample has.", arg_claim, bits);
-		return 2;
-	}
+	r = sample_bits(path, s, n, &bits);
+	if (r != EB_CLI_CONTINUE)
+		return r;
 
 	r = estimate(path, s, n, bits, &e);
 	if (r < 0)
 		return 1;
+	if (arg_iid) {
+		r = assess_iid_run(s, n, arg_seed, &iid);
+		if (r == -EDOM)
+			log_warning("'%s' holds one value only: no IID tests.", path);
+		else if (r < 0) {
+			log_error_errno(r, "Failed to run the IID tests over '%s': %m", path);
+			return 1;
+		}
+	}
 	assess_stats_compute(s, n, &st);
 	/* An estimate of 0 still runs the tests, at the least claim that gives them cutoffs. */
 	r = assess_health_run(s, n, bits, arg_claim > 0 ? arg_claim : MAX(e.min_entropy, 1e-6),
@@ -455,9 +553,9 @@ int main(int argc, char *argv[])
 		}
 	}
 	if (arg_json)
-		print_json(path, &e, &st, &a, more);
+		print_json(path, &e, &st, &a, arg_iid && r >= 0 ? &iid : NULL, more);
 	else
-		print_text(path, &e, &st, &a);
+		print_text(path, &e, &st, &a, arg_iid && r >= 0 ? &iid : NULL);
 	assess_health_done(&a);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		log_error("Failed to write the report to stdout.");

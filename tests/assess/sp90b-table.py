@@ -4,11 +4,12 @@
 ea_restart -o) on the comparison sets into the table the agreement test reads,
 tests/assess/sp90b-reference.tsv. docs/assess.md says how to take the reports.
 
-    sp90b-table.py DIR > sp90b-reference.tsv
+    sp90b-table.py DIR [SMALL_DIR] > sp90b-reference.tsv
 
-DIR holds SET.non_iid.json, and where taken SET.iid.json and SET.restart.json. The table's rows:
-set, track (literal, bitstring, final, iid, restart), item, value; a value is a figure to its
-last digit or, for a verdict, pass or fail."""
+DIR holds SET.non_iid.json (on 10^6 samples), and where taken SET.iid.json (ea_iid on the first
+100,000: track iid_full); SMALL_DIR holds SET.iid.json on the first 10,000 (track iid, the one CI
+checks). The table's rows: set, track (literal, bitstring, final, iid, iid_full), item, value; a
+value is a figure to its last digit or, for a verdict, pass or fail."""
 
 import glob
 import json
@@ -45,30 +46,23 @@ def rows_non_iid(name, report):
                 yield name, track, CASES[desc], repr(case[field])
 
 
-def rows_iid(name, report):
+def rows_iid(name, report, track, samples):
     case = report["testCases"][0]
-    yield name, "iid", "samples", str(report.get("samples", 100000))
+    yield name, track, "samples", str(samples)
     for field, item in (("passedIidPermutationTests", "permutation"),
                         ("passedChiSquareTests", "chi_square"),
                         ("passedLongestRepeatedSubstringTest", "lrs")):
-        yield name, "iid", item, "pass" if case[field] else "fail"
-    yield name, "iid", "verdict", "pass" if report["IID"] else "fail"
-
-
-def rows_restart(name, report):
-    for case in report["testCases"]:
-        if "passedSanityCheck" in case or "sanityCheck" in case:
-            ok = case.get("passedSanityCheck", case.get("sanityCheck") == "pass")
-            yield name, "restart", "sanity", "pass" if ok else "fail"
-        for field, item in (("rowMaxCount", "row_max"), ("columnMaxCount", "column_max"),
-                            ("maxCount", "max_count"), ("cutoff", "cutoff")):
-            if field in case:
-                yield name, "restart", item, str(case[field])
+        yield name, track, item, "pass" if case[field] else "fail"
+    # The report's "IID" field says which tool wrote it, not a verdict: the data are IID when
+    # all three tests pass (SP 800-90B section 5).
+    ok = all(case[f] for f in ("passedIidPermutationTests", "passedChiSquareTests",
+                               "passedLongestRepeatedSubstringTest"))
+    yield name, track, "verdict", "pass" if ok else "fail"
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("Usage: sp90b-table.py DIR")
+    if len(sys.argv) not in (2, 3):
+        sys.exit("Usage: sp90b-table.py DIR [SMALL_DIR]")
     d = sys.argv[1]
     print("# NIST SP800-90B_EntropyAssessment v1.1.8 (commit 68ed165f), on the sets "
           "tests/assess/sp90b-sets.py writes;\n# regenerate with tests/assess/sp90b-table.py "
@@ -77,11 +71,14 @@ def main():
         name = os.path.basename(path).split(".")[0]
         with open(path) as f:
             rows = list(rows_non_iid(name, json.load(f)))
-        for kind, fn in (("iid", rows_iid), ("restart", rows_restart)):
-            p = os.path.join(d, f"{name}.{kind}.json")
+        iid_dirs = [(d, "iid_full", 100000)]
+        if len(sys.argv) == 3:
+            iid_dirs.append((sys.argv[2], "iid", 10000))
+        for where, track, samples in iid_dirs:
+            p = os.path.join(where, f"{name}.iid.json")
             if os.path.exists(p):
                 with open(p) as f:
-                    rows += list(fn(name, json.load(f)))
+                    rows += list(rows_iid(name, json.load(f), track, samples))
         for row in rows:
             print("\t".join(row))
 

@@ -3,9 +3,12 @@
 """eb-assess against NIST's SP 800-90B reference tool, on the seeded sets sp90b-sets.py writes:
 every estimator the reference ran (on the samples and on their bit string) within 1e-4 of the
 reference's figure in sp90b-reference.tsv, no estimator run by one and not the other, and
-eb-assess's final figure never above the reference's.
+eb-assess's final figure never above the reference's; then the IID track (section 5) on each
+set's first 10,000 samples, whose verdicts (permutation, chi-square, LRS, IID) must be the
+reference's. --full runs the IID track on the first 100,000 instead, against the reference's
+verdicts there (minutes: 10,000 shuffles of 100,000 samples for each set that fails).
 
-    test-sp90b-agreement.py EB_ASSESS SETS_SCRIPT TABLE [SET...]"""
+    test-sp90b-agreement.py [--full] EB_ASSESS SETS_SCRIPT TABLE [SET...]"""
 
 import json
 import os
@@ -53,13 +56,40 @@ def compare(name, ours, ref):
           f"{TOLERANCE}")
 
 
+def compare_iid(tool, tmp, sets, names, ref, track):
+    samples = None
+    todo = [n for n in names if track in ref[n]]
+    for name in todo:
+        samples = ref[name][track]["samples"]
+    if not todo:
+        return
+    small = os.path.join(tmp, track)
+    os.mkdir(small)
+    subprocess.run([sys.executable, sets, "--samples", samples, small] + todo, check=True)
+    for name in todo:
+        want = ref[name][track]
+        start = time.monotonic()
+        p = subprocess.run([tool, "--json", "--iid", os.path.join(small, name + ".bin")],
+                           capture_output=True, text=True, timeout=1800)
+        if p.returncode != 0:
+            check(False, f"{name}: eb-assess --iid exits 0 ({p.stderr.strip()})")
+            continue
+        got = json.loads(p.stdout)["iid"]
+        print(f"# {name}, first {want['samples']}: {time.monotonic() - start:.1f} s, {got}")
+        for item in ("permutation", "chi_square", "lrs", "verdict"):
+            check(got[item] == want[item], f"{name} IID {item} on {want['samples']} samples: "
+                  f"{got[item]}, as the reference")
+
+
 def main():
-    if len(sys.argv) < 4:
+    args = sys.argv[1:]
+    full = args[:1] == ["--full"]
+    args = args[1:] if full else args
+    if len(args) < 3:
         sys.exit(__doc__)
-    tool, sets, table = sys.argv[1:4]
+    tool, sets, table = args[:3]
     ref = load(table)
-    names = sys.argv[4:] or sorted(ref)
-    print(f"1..{len(names) * 21}")
+    names = args[3:] or sorted(ref)
     with tempfile.TemporaryDirectory(prefix="sp90b-") as tmp:
         subprocess.run([sys.executable, sets, tmp] + names, check=True)
         for name in names:
@@ -71,6 +101,8 @@ def main():
                 continue
             print(f"# {name}: {time.monotonic() - start:.1f} s")
             compare(name, json.loads(p.stdout)["sp800_90b"], ref[name])
+        compare_iid(tool, tmp, sets, names, ref, "iid_full" if full else "iid")
+    print(f"1..{n_check}")
     sys.exit(1 if failed else 0)
 
 
