@@ -28,13 +28,15 @@ CAPACITY = 64 * 1024 * 1024
 
 class RecordingProxy:
     """A unix-socket proxy in front of a broker that records the DATA frames it forwards whole
-    and calls at_bytes() once it has forwarded that many DATA bytes."""
+    and calls action() once it has forwarded at_bytes DATA bytes; done is set when action()
+    has returned."""
 
     def __init__(self, path, upstream, at_bytes, action):
         self.upstream, self.at_bytes, self.action = upstream, at_bytes, action
         self.payloads = []
         self.forwarded = 0
         self.fired = False
+        self.done = threading.Event()
         self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.s.bind(path)
         self.s.listen(4)
@@ -91,7 +93,10 @@ class RecordingProxy:
                 # otherwise exit, and the test look for the kill, before this thread made it.
                 if not self.fired and self.forwarded >= self.at_bytes:
                     self.fired = True
-                    self.action()
+                    try:
+                        self.action()
+                    finally:
+                        self.done.set()
                 c.sendall(b)
         except OSError:
             pass
@@ -143,7 +148,10 @@ def test():
                  "-u", "bob", "-k", second.keys["bob"])
         out, err = p.communicate(timeout=90)
         err = err.decode(errors="replace")
-        check(first.proc is None or first.proc.poll() == -signal.SIGKILL,
+        # The proxy's thread kills the first and reaps it: the sink can finish from the second
+        # while that thread still waits for the kernel to reap a broker with a 64 MiB pool, and
+        # Popen.poll() says None while another thread waits. Wait for the reaping itself.
+        check(proxy.done.wait(timeout=60) and first.proc.returncode == -signal.SIGKILL,
               f"the first broker was SIGKILLed after {proxy.forwarded} DATA bytes")
         check(p.returncode == 0, f"the sink exits 0 ({err.strip()[-300:]})")
         check(len(out) == N, f"it wrote exactly N = {N} bytes ({len(out)})")
