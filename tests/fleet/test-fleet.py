@@ -11,12 +11,19 @@ serves the rest, and the killed edge, started again by socket activation, is see
 HAProxy's health check and serves again. Then the accounting across the tree, from each
 broker's own counters, and one Prometheus scraping the three brokers' eb-metrics with
 docs/fleet.md's recording rules; last, the site killed: the edges serve what they hold, then
-their guests wait, and Prometheus says so."""
+their guests wait, and Prometheus says so.
+
+Every guest has a key of its own, minted with docs/fleet.md's eb-keygen line; one is revoked
+alone, by removing its drop-in and reloading, in the middle of a storm of the others. HAProxy
+reads each edge's agent (eb-brokerd-agent.socket): the edge a guest empties once the site is
+dead is drained within a stated bound, and new guests all go to the other edge. HAProxy's
+cli_abrt for the seed sessions is printed."""
 import csv
 import io
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -46,6 +53,16 @@ STARTUP_BITS = 8 * 1024
 BLOCK_LEVEL, BLOCK_CREDIT = 512, 576
 
 GUEST_ADDRS = [f"10.83.0.{10 + i}" for i in range(8)]
+# One key per guest, minted by docs/fleet.md's eb-keygen line; the last is revoked alone.
+GUESTS = [f"guest-{i:02d}" for i in range(8)]
+REVOKED = GUESTS[-1]
+# The agent's check every 500 ms (haproxy.cfg): an emptied edge is drained by the next one.
+DRAIN_BOUND_S = 3
+# docs/fleet.md's named blocks, each used below: placed and run, or read for what it sets.
+BLOCKS = ("site.conf", "edge.conf", "haproxy.cfg", "dnsmasq.conf", "fleet-rules.yml",
+          "lb.sh", "guests.sh", "edge-a.sh", "resolv.conf", "eb-brokerd.service.d/network.conf",
+          "eb-brokerd-agent.socket.d/fleet.conf", "mint-guest.sh",
+          "eb-metrics.socket.d/fleet.conf", "prometheus.yml")
 # HAProxy's address on the link to each edge: what an edge sees a proxied client come through.
 HAPROXY_FROM = {"edge-a": "10.82.1.1", "edge-b": "10.82.2.1"}
 
@@ -56,6 +73,15 @@ def doc_blocks():
         text = f.read()
     return {m.group(1): m.group(2) for m in
             re.finditer(r"^```\w+ (\S+)\n(.*?)^```$", text, re.M | re.S)}
+
+
+def unit_value(text, key):
+    """A systemd unit file's value for key: the last one set (an empty value resets)."""
+    value = None
+    for line in text.splitlines():
+        if line.startswith(key + "="):
+            value = line.split("=", 1)[1].strip() or None
+    return value
 
 
 def place(text, tmp, keys):
@@ -69,16 +95,21 @@ def place(text, tmp, keys):
 
 
 class FleetBroker(Broker):
-    """A broker of docs/fleet.md's, socket-activated in its namespace on 0.0.0.0:55225."""
+    """A broker of docs/fleet.md's, socket-activated in its namespace on 0.0.0.0:55225, and an
+    edge's agent on the address its eb-brokerd-agent.socket drop-in names."""
 
-    def __init__(self, name, ns, conf, keys):
+    def __init__(self, name, ns, conf, keys, agent=None):
         super().__init__({}, tmp=tempfile.mkdtemp(prefix=f"eb-fleet-{name}-"))
         self.name = name
         self.ns = ns
         self.prefix = ns.cmd([])
         self.host, self.port = "0.0.0.0", 55225
+        if agent:
+            self.extra_listen = [(agent, "agent")]
         with open(self.conf, "w") as f:
             f.write(place(conf, self.tmp, keys))
+        self.dropins = self.conf + ".d"
+        os.mkdir(self.dropins)
 
     def ctl(self, *args):
         p = run([prog("eb-brokerctl"), "-b", self.unix, *args, "--json"], check=True)
@@ -106,6 +137,8 @@ class HAProxy:
         with open(self.cfg, "w") as f:
             f.write(place(conf, tmp, tmp))
         self.log = os.path.join(tmp, "haproxy.log")
+        if os.path.exists(self.sock):
+            os.unlink(self.sock)  # a stopped HAProxy's, which the new one makes again
         p = run(["haproxy", "-c", "-f", self.cfg])
         check(p.returncode == 0, f"haproxy -c accepts docs/fleet.md's haproxy.cfg: "
               f"{(p.stdout + p.stderr).decode(errors='replace').strip()[-400:]}")
@@ -221,18 +254,35 @@ def test():
         raise SystemExit(SKIP)
 
     docs = doc_blocks()
-    for name in ("site.conf", "edge.conf", "haproxy.cfg", "dnsmasq.conf", "fleet-rules.yml"):
+    for name in BLOCKS:
         check(name in docs, f"docs/fleet.md has {name}")
+    check(set(docs) == set(BLOCKS), f"the test uses every block of docs/fleet.md: "
+          f"{sorted(set(docs) - set(BLOCKS))} are not")
+    # The drop-ins for systemd, which the test has not: what each sets, as the test sets it.
+    check(unit_value(docs["eb-brokerd.service.d/network.conf"], "PrivateNetwork") == "no",
+          "the brokers' service drop-in gives them the network (PrivateNetwork=no)")
+    agent_addr = unit_value(docs["eb-brokerd-agent.socket.d/fleet.conf"], "ListenStream")
+    check(agent_addr == "10.82.1.2:55226" and
+          unit_value(docs["eb-brokerd-agent.socket.d/fleet.conf"], "IPAddressAllow") ==
+          HAPROXY_FROM["edge-a"], f"edge-a's agent listens on its link to HAProxy, for HAProxy "
+          f"alone ({agent_addr})")
+    check(unit_value(docs["eb-metrics.socket.d/fleet.conf"], "ListenStream") ==
+          "10.82.1.2:9226", "edge-a's eb-metrics listens on its link to lb")
 
     tmp = tempfile.mkdtemp(prefix="eb-fleet-")
     os.chmod(tmp, 0o755)
     keys = os.path.join(tmp, "keys")
     os.mkdir(keys, 0o700)
-    for k in ("edge-a", "edge-b", "guest"):
+    for k in ("edge-a", "edge-b"):
         write_key(os.path.join(keys, f"{k}.key"))
     users_file = os.path.join(tmp, "users")
     with open(users_file, "w") as f:
-        f.write(f"guest {keys}/guest.key\n")
+        f.writelines(f"{g} {keys}/{g}.key\n" for g in GUESTS)
+    # The guests still welcome once REVOKED is gone.
+    kept_file = os.path.join(tmp, "users-kept")
+    with open(kept_file, "w") as f:
+        f.writelines(f"{g} {keys}/{g}.key\n" for g in GUESTS if g != REVOKED)
+    guest0 = ["-u", GUESTS[0], "-k", f"{keys}/{GUESTS[0]}.key"]
 
     site = edges = ha = dns = prom = None
     exporters, holds = [], []
@@ -245,13 +295,14 @@ def test():
         netnslib.link(ns["lb"], "10.82.1.1", ns["edge-a"], "10.82.1.2")
         netnslib.link(ns["lb"], "10.82.2.1", ns["edge-b"], "10.82.2.2")
         netnslib.link(ns["lb"], "10.83.0.1", ns["guests"], GUEST_ADDRS)
-        # The balancer's namespace is also the guests' router to the edges, for the SRV
-        # records' fallback past the balancer.
-        netnslib.forward(ns["lb"])
-        netnslib.route(ns["guests"], "10.82.0.0/16", "10.83.0.1")
-        for i, e in enumerate(("edge-a", "edge-b")):
-            netnslib.route(ns[e], "10.83.0.0/24", f"10.82.{i + 1}.1")
-        ns["guests"].resolver("10.83.0.1")
+        # The routes and the guests' resolver, as docs/fleet.md gives them to each machine.
+        for name, script in (("lb", docs["lb.sh"]), ("guests", docs["guests.sh"]),
+                             ("edge-a", docs["edge-a.sh"]),
+                             ("edge-b", docs["edge-a.sh"].replace("10.82.1.1", "10.82.2.1"))):
+            ns[name].run(["sh", "-e", "-c", script], check=True)
+        os.makedirs(ns["guests"].etc, exist_ok=True)
+        with open(os.path.join(ns["guests"].etc, "resolv.conf"), "w") as f:
+            f.write(docs["resolv.conf"])
         print(f"# namespaces: {', '.join(n.name for n in ns.values())}")
 
         # The site, filled by its source before the edges start drawing.
@@ -273,8 +324,24 @@ def test():
             if name == "edge-b":
                 conf = (conf.replace("10.81.1.1", "10.81.2.1").replace("10.82.1.1", "10.82.2.1")
                         .replace("edge-a", "edge-b"))
-            edges[name] = FleetBroker(name, ns[name], conf, keys).start()
+            agent = agent_addr if name == "edge-a" else agent_addr.replace("10.82.1.", "10.82.2.")
+            edges[name] = FleetBroker(name, ns[name], conf, keys, agent=agent)
         a, b = edges["edge-a"], edges["edge-b"]
+        # One key per guest, minted by docs/fleet.md's line on edge-a; its two files copied to
+        # edge-b, as the page says.
+        for g in GUESTS:
+            argv = shlex.split(docs["mint-guest.sh"].replace("guest-03", g))
+            check(argv[0] == "eb-keygen", "the minting line runs eb-keygen")
+            # The brokers here run as root, not as the service's entropy-broker user: the key is
+            # the caller's own, 0600, not root:entropy-broker 0640.
+            i = argv.index("--owner")
+            check(argv[i:i + 4] == ["--owner", "root", "--group", "entropy-broker"],
+                  "the key is minted root:entropy-broker, for the service to read")
+            argv = [prog("eb-keygen"), *argv[1:i], *argv[i + 4:]]
+            run([*argv, "--conf-dir", a.dropins, f"{keys}/{g}.key"], check=True)
+            shutil.copy(os.path.join(a.dropins, f"user-{g}.conf"), b.dropins)
+        for e in edges.values():
+            e.start()
 
         ha = HAProxy(ns["lb"], docs["haproxy.cfg"], os.path.join(tmp))
         dnsconf = os.path.join(tmp, "dnsmasq.conf")
@@ -327,6 +394,10 @@ def test():
         print(f"# HAProxy took edge-a out {t_down:.2f} s after the kill; it redispatched "
               f"{redispatched} connections and retried {retried}; the guests tried "
               f"{fig['retries']} seeds again")
+        # What HAProxy operators alert on: sessions it counts as aborted by the client.
+        abrt = {n: (int(r["cli_abrt"] or 0), int(r["stot"] or 0)) for n, r in stats.items()}
+        print("# HAProxy cli_abrt for the seed sessions: " + ", ".join(
+            f"{n} {x} of {t} ({100 * x // max(t, 1)}%)" for n, (x, t) in sorted(abrt.items())))
         check(fig["seeds"] == SEEDS and fig["failed"] == 0,
               f"every one of the {SEEDS} seeds was delivered ({fig['seeds']}, "
               f"{fig['failed']} given up) in {t_storm:.1f} s")
@@ -362,13 +433,34 @@ def test():
         a_new = a.status()["bits_out"] - a_new0
         check(fig2["seeds"] == 400 and fig2["failed"] == 0 and a_new > 0,
               f"the restarted edge-a serves again: {a_new // SEED_BITS} of 400 seeds")
+        # One guest revoked alone while the others draw: its drop-in removed on both edges and
+        # both reloaded, in the middle of a storm of the other guests.
+        drawing = storm(ns["guests"], kept_file, 600, 16, tmp, "revoke", wait=False)
+        for e in edges.values():
+            os.unlink(os.path.join(e.dropins, f"user-{REVOKED}.conf"))
+            e.proc.send_signal(signal.SIGHUP)
+        for e in edges.values():
+            wait_for(f"{e.name} reloads without {REVOKED}",
+                     lambda: f"users removed: {REVOKED}" in
+                     (e.status().get("last_reload_text") or ""), 30)
+        p = ns["guests"].run([prog("eb-sink-file"), "-b", "tcp://10.83.0.1:55225", "-u",
+                              REVOKED, "-k", f"{keys}/{REVOKED}.key", "--bytes", "32",
+                              "--timeout", "10"], timeout=60)
+        err = p.stderr.decode(errors="replace").strip()
+        line5, fig5 = finish_storm(drawing)
+        print(f"# {REVOKED} revoked on both edges during a storm of the others: {line5}; "
+              f"its own draw: {err[err.find('failed'):][:160]}")
+        check(p.returncode != 0 and "refused" in err and not p.stdout,
+              f"{REVOKED} is refused once its drop-in is gone: {err[-300:]}")
+        check(fig5["seeds"] == 600 and fig5["failed"] == 0,
+              f"the other guests drew on through the reloads: {line5}")
         # The edges' per-address limits see the guests, not HAProxy: a storm from one guest
         # address, more handshakes at once than max-handshakes-per-address, is refused in part
         # while another guest beside it, a few at a time, is not refused once.
         logs0 = {n: len(e.read_log()) for n, e in edges.items()}
-        noisy = storm(ns["guests"], users_file, 600, 48, tmp, "noisy", binds=[GUEST_ADDRS[0]],
+        noisy = storm(ns["guests"], kept_file, 600, 48, tmp, "noisy", binds=[GUEST_ADDRS[0]],
                       retries=1000, wait=False)
-        line4, fig4 = storm(ns["guests"], users_file, 200, 4, tmp, "quiet",
+        line4, fig4 = storm(ns["guests"], kept_file, 200, 4, tmp, "quiet",
                             binds=[GUEST_ADDRS[1]], retries=0)
         line3, fig3 = finish_storm(noisy)
         print(f"# one guest, 48 at a time: {line3}")
@@ -394,8 +486,8 @@ def test():
         # The guests find their brokers through dnsmasq's SRV records: the balancer first, and
         # with the balancer gone, the edges themselves, further down the list.
         def srv_seed():
-            p = ns["guests"].run([prog("eb-sink-file"), "-b", "srv:fleet.example", "-u", "guest",
-                                  "-k", f"{keys}/guest.key", "--bytes", "32", "--timeout", "60"],
+            p = ns["guests"].run([prog("eb-sink-file"), "-b", "srv:fleet.example", *guest0,
+                                  "--bytes", "32", "--timeout", "60"],
                                  timeout=120)
             return p.stdout, p.stderr.decode(errors="replace").strip()[-300:], p.returncode
 
@@ -411,6 +503,11 @@ def test():
         out2, err, rc = srv_seed()
         check(rc == 0 and len(out2) == 32,
               f"with HAProxy stopped, it gets one from an edge, next in the SRV records ({err})")
+        # The balancer back: its checks and the edges' agents see both edges up again.
+        ha = HAProxy(ns["lb"], docs["haproxy.cfg"], os.path.join(tmp))
+        for name in edges:
+            wait_for(f"HAProxy sees {name} up again", lambda: ha.state(name) == "UP", 60,
+                     detail=ha.read_log)
 
         every = fig["seed_bytes"] + fig2["seed_bytes"] + fig3["seed_bytes"] + fig4["seed_bytes"]
         every += [out, out2]
@@ -490,15 +587,22 @@ def test():
         p = run(["promtool", "check", "rules", rules])
         check(p.returncode == 0, f"promtool check rules accepts docs/fleet.md's rules: "
               f"{(p.stdout + p.stderr).decode(errors='replace').strip()[-300:]}")
+        # docs/fleet.md's scrape configuration, its targets the exporters here, every second.
+        alerts = os.path.join(tmp, "entropy-broker-alerts.yml")
+        shutil.copy(os.path.join(SRC, "etc", "entropy-broker-alerts.yml"), alerts)
+        text = (docs["prometheus.yml"].replace("/etc/prometheus/fleet-rules.yml", rules)
+                .replace("/etc/prometheus/entropy-broker-alerts.yml", alerts)
+                .replace("15s", "1s"))
+        for port, name, tier in targets:
+            addr = {"site": "10.81.1.1", "edge-a": "10.82.1.2", "edge-b": "10.82.2.2"}[name]
+            check(f"'{addr}:9226'" in text, f"prometheus.yml scrapes {name} at {addr}")
+            text = text.replace(f"'{addr}:9226'", f"'127.0.0.1:{port}'")
         conf = os.path.join(tmp, "prometheus.yml")
         with open(conf, "w") as f:
-            f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-                    f"rule_files: ['{rules}']\n"
-                    "scrape_configs:\n  - job_name: entropy-broker\n    scrape_interval: 1s\n"
-                    "    scrape_timeout: 1s\n    static_configs:\n")
-            for port, name, tier in targets:
-                f.write(f"      - targets: ['127.0.0.1:{port}']\n"
-                        f"        labels: {{broker: {name}, tier: {tier}}}\n")
+            f.write(text)
+        p = run(["promtool", "check", "config", conf])
+        check(p.returncode == 0, f"promtool check config accepts docs/fleet.md's prometheus.yml: "
+              f"{(p.stdout + p.stderr).decode(errors='replace').strip()[-300:]}")
         phold, pport = reserve_port()
         holds.append(phold)
         prom = prometheus_start(conf, tmp, pport)
@@ -523,10 +627,25 @@ def test():
         site.proc.wait(10)
         t_site = time.monotonic()
         hungry = subprocess.Popen(ns["guests"].cmd([
-            prog("eb-sink-file"), "-b", "srv:fleet.example", "-u", "guest", "-k",
-            f"{keys}/guest.key", "--bytes", str(4 * 1048576 // 8), "--timeout", "120"]),
+            prog("eb-sink-file"), "-b", "srv:fleet.example", *guest0,
+            "--bytes", str(4 * 1048576 // 8), "--timeout", "120"]),
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
+            # The edge the hungry guest draws through empties, and HAProxy drains it through
+            # its agent: timed from the first reading of the empty pool.
+            def empty_edge():
+                for n, e in edges.items():
+                    if e.status()["pool_bits"] < BLOCK_LEVEL:
+                        return n
+                return None
+            name = wait_for("an edge emptied by the hungry guest", empty_edge, 90, interval=0.02)
+            other = "edge-b" if name == "edge-a" else "edge-a"
+            t_empty = time.monotonic()
+            wait_for(f"HAProxy drains {name} through its agent",
+                     lambda: ha.state(name).startswith("DRAIN"), DRAIN_BOUND_S, interval=0.02,
+                     detail=lambda: str(ha.servers()[name]))
+            t_drained = time.monotonic() - t_empty
+            check(ha.state(other) == "UP", f"{other}, which holds entropy, stays UP")
             wait_for("Prometheus to see a guest waiting at an edge",
                      lambda: [v for _, v in prometheus_query(pport, "fleet:eb_sinks_waiting:edges")
                               if v >= 1], 90)
@@ -536,6 +655,17 @@ def test():
                                         if v >= 1], 90)
             print(f"# the site killed: {time.monotonic() - t_site:.1f} s later Prometheus shows "
                   f"a guest waiting and {failing[0]:.0f} edge(s) without their upstream")
+            # New guests go to the other edge, which still holds entropy.
+            out0 = {n: e.status()["bits_out"] for n, e in edges.items()}
+            line6, fig6 = storm(ns["guests"], kept_file, 200, 8, tmp, "drained", retries=0)
+            got = {n: (e.status()["bits_out"] - out0[n]) // SEED_BITS for n, e in edges.items()}
+            print(f"# {name} emptied by a guest {t_empty - t_site:.1f} s after the site was "
+                  f"killed: HAProxy drained it {t_drained:.2f} s after its pool read empty "
+                  f"(bound {DRAIN_BOUND_S} s); 200 new seeds: {name} {got[name]}, {other} "
+                  f"{got[other]}; {line6}")
+            check(fig6["seeds"] == 200 and fig6["failed"] == 0 and got[name] == 0 and
+                  got[other] >= 200,
+                  f"new guests go to {other}, none to the drained {name}: {got}")
         finally:
             hungry.kill()
             hungry.wait()
