@@ -16,7 +16,7 @@ from eblib import (Broker, check, donate, main, prog, reserve_port, run, tcp_lis
                    wait_for)
 
 # The site's process dies: its kernel closes the connection, which an idle edge watches, and the
-# reconnect says why it fails. docs/protocol.md and eb-brokerctl(1) promise "within seconds".
+# reconnect says why it fails: within 2 s, eb-brokerd.conf(5) says; the bound is 2.5 times that.
 BOUND_S = 5
 
 
