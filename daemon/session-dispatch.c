@@ -365,6 +365,7 @@ static void handle_action(struct session *s, const struct eb_msg_action_req *q)
 {
 	struct eb_msg m;
 
+	/* Up to admin_action() (admin-actions.c, wired in brokerd.c). */
 	s->broker->hooks.action(s->broker, &s->reg, q, &m);
 	(void)session_send(s, &m);
 }
@@ -373,6 +374,7 @@ static void handle_state(struct session *s)
 {
 	struct eb_msg m;
 
+	/* Up to admin_state() (admin-actions.c, wired in brokerd.c). */
 	s->broker->hooks.state(s->broker, &m);
 	(void)session_send(s, &m);
 }
