@@ -17,6 +17,7 @@
 #include "assess-estimators.h"
 #include "assess-iid.h"
 #include "assess-noniid.h"
+#include "assess-restart.h"
 
 #define Z ASSESS_Z_ALPHA
 
@@ -207,6 +208,29 @@ static void test_iid_verdicts(void **state)
 	assert_false(a.lrs);
 }
 
+static void test_restart_cutoff(void **state)
+{
+	unsigned u;
+
+	(void)state;
+	/* H_I = 1: two values of 1/2. Two draws: the most common count is 2 with probability 1/2,
+	 * so at alpha 0.6 the cutoff is 1, at 0.4 it is 2. Three draws: 3 with probability 2/8. */
+	assert_int_equal(assess_restart_cutoff(1.0, 2, 0.6, &u), 0);
+	assert_int_equal(u, 1);
+	assert_int_equal(assess_restart_cutoff(1.0, 2, 0.4, &u), 0);
+	assert_int_equal(u, 2);
+	assert_int_equal(assess_restart_cutoff(1.0, 3, 0.3, &u), 0);
+	assert_int_equal(u, 2);
+	assert_int_equal(assess_restart_cutoff(1.0, 3, 0.2, &u), 0);
+	assert_int_equal(u, 3);
+	/* p = 0.4: two values of 0.4 and one of 0.2; two draws agree with probability 0.16 + 0.16
+	 * + 0.04 = 0.36. */
+	assert_int_equal(assess_restart_cutoff(-log2(0.4), 2, 0.4, &u), 0);
+	assert_int_equal(u, 1);
+	assert_int_equal(assess_restart_cutoff(-log2(0.4), 2, 0.3, &u), 0);
+	assert_int_equal(u, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -216,6 +240,7 @@ int main(void)
 	    cmocka_unit_test(test_compression_mean), cmocka_unit_test(test_lag),
 	    cmocka_unit_test(test_noniid_constant),  cmocka_unit_test(test_noniid_binary_literal),
 	    cmocka_unit_test(test_iid_statistics),   cmocka_unit_test(test_iid_verdicts),
+	    cmocka_unit_test(test_restart_cutoff),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

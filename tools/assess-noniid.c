@@ -91,6 +91,9 @@ static double lowest(const double h[_ASSESS_ESTIMATOR_MAX], double cap)
 	return cap;
 }
 
+static int noniid(const uint8_t *s, size_t n, unsigned bits, bool with_bits,
+                  struct assess_noniid *ret);
+
 /* The samples' own alphabet: value v becomes its rank among the values that occur. */
 static unsigned map_down(const uint8_t *s, size_t n, uint8_t *ret)
 {
@@ -109,6 +112,17 @@ static unsigned map_down(const uint8_t *s, size_t n, uint8_t *ret)
 }
 
 int assess_noniid_run(const uint8_t *s, size_t n, unsigned bits, struct assess_noniid *ret)
+{
+	return noniid(s, n, bits, true, ret);
+}
+
+int assess_noniid_literal(const uint8_t *s, size_t n, unsigned bits, struct assess_noniid *ret)
+{
+	return noniid(s, n, bits, false, ret);
+}
+
+static int noniid(const uint8_t *s, size_t n, unsigned bits, bool with_bits,
+                  struct assess_noniid *ret)
 {
 	_cleanup_free_ uint8_t *lit = NULL, *b = NULL;
 	struct assess_noniid a = {.samples = n, .bits = bits};
@@ -133,7 +147,7 @@ int assess_noniid_run(const uint8_t *s, size_t n, unsigned bits, struct assess_n
 	a.h_original = lowest(a.literal, bits);
 	a.h_bitstring = 1.0;
 	a.min_entropy = a.h_original;
-	if (a.alphabet > 2) {
+	if (a.alphabet > 2 && with_bits) {
 		/* n <= SIZE_MAX / 8 holds for anything that fit in memory. */
 		a.bitstring = n * bits;
 		b = malloc(a.bitstring);

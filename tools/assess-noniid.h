@@ -47,3 +47,6 @@ const char *assess_estimator_to_key(enum assess_estimator e);
  * -EDOM when every sample is the same (no entropy at all: *ret says 0), -ERANGE for n < 2,
  * -ENOMEM. */
 int assess_noniid_run(const uint8_t *s, size_t n, unsigned bits, struct assess_noniid *ret);
+/* The same on the samples alone, with no bit string: what the restart tests' row and column
+ * assessments run (SP 800-90B 3.1.4.3). */
+int assess_noniid_literal(const uint8_t *s, size_t n, unsigned bits, struct assess_noniid *ret);

@@ -15,6 +15,7 @@
 #include "assess-iid.h"
 #include "assess-noniid.h"
 #include "assess-plot.h"
+#include "assess-report.h"
 #include "assess-stats.h"
 #include "cli.h"
 #include "estimate.h"
@@ -30,6 +31,7 @@ static double arg_claim;
 static const char *arg_plots;
 static bool arg_json;
 static bool arg_iid;
+static double arg_restart;
 static uint64_t arg_seed = ASSESS_SEED_DEFAULT;
 
 static void help(void)
@@ -46,13 +48,15 @@ static void help(void)
 	    "      --iid             run SP 800-90B's IID tests too (section 5: 10,000\n"
 	    "                        permutations, chi-square, LRS)\n"
 	    "      --seed N          draw the permutations from seed N (default 90)\n"
+	    "      --restart H       FILE is a restart matrix (1,000 restarts x 1,000 samples,\n"
+	    "                        row after row): run SP 800-90B's restart tests at H_I = H\n"
 	    "      --json            print one JSON object\n"
 	    "  -h, --help            show this help\n"
 	    "      --version         show the version\n"
 	    "\nSee eb-assess(1).\n");
 }
 
-enum { ARG_BITS = EB_CLI_ARG_FIRST_PRIVATE, ARG_CLAIM, ARG_JSON, ARG_IID, ARG_SEED };
+enum { ARG_BITS = EB_CLI_ARG_FIRST_PRIVATE, ARG_CLAIM, ARG_JSON, ARG_IID, ARG_SEED, ARG_RESTART };
 
 static int option(int c, const char *arg, void *userdata)
 {
@@ -92,6 +96,18 @@ static int option(int c, const char *arg, void *userdata)
 	case ARG_IID:
 		arg_iid = true;
 		return 0;
+	case ARG_RESTART:
+		errno = 0;
+		arg_restart = strtod(arg, &end);
+		if (errno != 0 || end == arg || *end != '\0' || !(arg_restart > 0) ||
+		    arg_restart > 8) {
+			log_error(
+			    "Invalid --restart \"%s\": expected the claimed H_I, bits per sample, "
+			    "more than 0 and at most 8.",
+			    arg);
+			return -2;
+		}
+		return 0;
 	case ARG_SEED: {
 		unsigned long long v;
 
@@ -116,6 +132,7 @@ static const struct option options[] = {
     {"json", no_argument, NULL, ARG_JSON},
     {"iid", no_argument, NULL, ARG_IID},
     {"seed", required_argument, NULL, ARG_SEED},
+    {"restart", required_argument, NULL, ARG_RESTART},
     EB_CLI_HELP_OPTIONS,
     {},
 };
@@ -246,53 +263,16 @@ static uint64_t alarms(const struct assess_health *a)
 	return sum;
 }
 
-static void json_iid(const struct assess_iid *iid)
-{
-	const char *sep = "";
-
-	printf(", \"iid\": {\"verdict\": \"%s\", \"permutation\": \"%s\", \"chi_square\": \"%s\", "
-	       "\"lrs\": \"%s\", \"seed\": %" PRIu64 ", \"shuffles\": %u, \"lrs_length\": %zu",
-	       iid->iid ? "pass" : "fail", iid->permutation ? "pass" : "fail",
-	       iid->chi_square ? "pass" : "fail", iid->lrs ? "pass" : "fail", arg_seed,
-	       iid->shuffles, iid->lrs_length);
-	json_number("chi_square_independence_p", iid->chi_independence_p);
-	json_number("chi_square_fit_p", iid->chi_fit_p);
-	printf(", \"outliers\": [");
-	for (unsigned t = 0; t < ASSESS_IID_TESTS; t++) {
-		const unsigned *c = iid->count[t];
-
-		if (iid->ran[t] && (c[0] + c[1] <= 5 || c[1] + c[2] <= 5)) {
-			printf("%s\"%s\"", sep, assess_iid_test_to_string(t));
-			sep = ", ";
-		}
-	}
-	printf("]}");
-}
-
-static void text_iid(const struct assess_iid *iid)
-{
-	printf("SP 800-90B IID tests (section 5, permutations from seed %" PRIu64 "): %s\n",
-	       arg_seed, iid->iid ? "IID" : "not IID");
-	printf("  permutation tests        %s after %u shuffles",
-	       iid->permutation ? "pass" : "fail", iid->shuffles);
-	for (unsigned t = 0, first = 1; t < ASSESS_IID_TESTS; t++) {
-		const unsigned *c = iid->count[t];
-
-		if (iid->ran[t] && (c[0] + c[1] <= 5 || c[1] + c[2] <= 5)) {
-			printf("%s%s", first ? "; outliers: " : ", ", assess_iid_test_to_string(t));
-			first = 0;
-		}
-	}
-	printf(
-	    "\n  chi-square               %s (independence p = %.4g, goodness of fit p = %.4g)\n",
-	    iid->chi_square ? "pass" : "fail", iid->chi_independence_p, iid->chi_fit_p);
-	printf("  longest repeated string  %s (%zu samples)\n\n", iid->lrs ? "pass" : "fail",
-	       iid->lrs_length);
-}
+/* What --iid and --restart add to the report. */
+struct extras {
+	bool have_iid, have_restart;
+	struct assess_iid iid;
+	struct assess_restart restart;
+};
 
 static void print_json(const char *path, const struct assess_noniid *e,
                        const struct assess_stats *st, const struct assess_health *a,
-                       const struct assess_iid *iid, bool truncated)
+                       const struct extras *x, bool truncated)
 {
 	printf("{\"file\": ");
 	json_string(path);
@@ -322,8 +302,10 @@ static void print_json(const char *path, const struct assess_noniid *e,
 		printf(", \"first_alarm\": {\"test\": \"%s\", \"sample\": %" PRIu64 "}",
 		       eb_health_test_to_string(a->first.test), a->first.sample);
 	putchar('}');
-	if (iid)
-		json_iid(iid);
+	if (x->have_iid)
+		assess_report_iid_json(&x->iid, arg_seed);
+	if (x->have_restart)
+		assess_report_restart_json(&x->restart);
 	if (arg_plots) {
 		printf(", \"plots\": {\"histogram\": [%d, %d], \"pairs\": [%d, %d], \"health\": "
 		       "[%d, %d]}",
@@ -335,7 +317,7 @@ static void print_json(const char *path, const struct assess_noniid *e,
 
 static void print_text(const char *path, const struct assess_noniid *e,
                        const struct assess_stats *st, const struct assess_health *a,
-                       const struct assess_iid *iid)
+                       const struct extras *x)
 {
 	struct eb_health_failure fail;
 
@@ -360,8 +342,10 @@ static void print_text(const char *path, const struct assess_noniid *e,
 	else
 		printf("  min-entropy              %8.4f bits/sample = min(%.4f)\n\n",
 		       e->min_entropy, e->h_original);
-	if (iid)
-		text_iid(iid);
+	if (x->have_iid)
+		assess_report_iid_text(&x->iid, arg_seed);
+	if (x->have_restart)
+		assess_report_restart_text(&x->restart);
 	printf("Byte statistics (as ent computes them):\n");
 	printf("  entropy                  %8.4f bits/byte (an optimal coder saves %.2f %%)\n",
 	       st->entropy, st->compression);
@@ -464,6 +448,41 @@ static int plot_all(const char *dir, const char *name, const uint8_t *s, size_t 
 	return 0;
 }
 
+/* The IID and restart tests, as the options ask. */
+static int run_extras(const char *path, const uint8_t *s, size_t n, unsigned bits,
+                      struct extras *ret)
+{
+	int r;
+
+	if (arg_iid) {
+		r = assess_iid_run(s, n, arg_seed, &ret->iid);
+		if (r == -EDOM)
+			log_warning("'%s' holds one value only: no IID tests.", path);
+		else if (r < 0)
+			return log_error_errno(r, "Failed to run the IID tests over '%s': %m",
+			                       path);
+		ret->have_iid = r >= 0;
+	}
+	if (arg_restart > 0) {
+		if (n != (size_t)ASSESS_RESTARTS * ASSESS_RESTART_LENGTH) {
+			log_error("'%s' holds %zu samples; a restart matrix has %u x %u.", path, n,
+			          ASSESS_RESTARTS, ASSESS_RESTART_LENGTH);
+			return -EINVAL;
+		}
+		if (arg_restart > bits) {
+			log_error("--restart %g is more than the %u bits a sample has.",
+			          arg_restart, bits);
+			return -EINVAL;
+		}
+		r = assess_restart_run(s, bits, arg_restart, &ret->restart);
+		if (r < 0)
+			return log_error_errno(r, "Failed to run the restart tests over '%s': %m",
+			                       path);
+		ret->have_restart = true;
+	}
+	return 0;
+}
+
 /* The samples' width: the widest seen, or --bits. An exit code, or EB_CLI_CONTINUE. */
 static int sample_bits(const char *path, const uint8_t *s, size_t n, unsigned *ret)
 {
@@ -490,7 +509,7 @@ int main(int argc, char *argv[])
 	struct assess_health a = {};
 	struct assess_stats st;
 	struct assess_noniid e;
-	struct assess_iid iid;
+	struct extras x = {};
 	const char *path, *name;
 	unsigned bits;
 	size_t n = 0;
@@ -526,15 +545,9 @@ int main(int argc, char *argv[])
 	r = estimate(path, s, n, bits, &e);
 	if (r < 0)
 		return 1;
-	if (arg_iid) {
-		r = assess_iid_run(s, n, arg_seed, &iid);
-		if (r == -EDOM)
-			log_warning("'%s' holds one value only: no IID tests.", path);
-		else if (r < 0) {
-			log_error_errno(r, "Failed to run the IID tests over '%s': %m", path);
-			return 1;
-		}
-	}
+	r = run_extras(path, s, n, bits, &x);
+	if (r < 0)
+		return 1;
 	assess_stats_compute(s, n, &st);
 	/* An estimate of 0 still runs the tests, at the least claim that gives them cutoffs. */
 	r = assess_health_run(s, n, bits, arg_claim > 0 ? arg_claim : MAX(e.min_entropy, 1e-6),
@@ -553,9 +566,9 @@ int main(int argc, char *argv[])
 		}
 	}
 	if (arg_json)
-		print_json(path, &e, &st, &a, arg_iid && r >= 0 ? &iid : NULL, more);
+		print_json(path, &e, &st, &a, &x, more);
 	else
-		print_text(path, &e, &st, &a, arg_iid && r >= 0 ? &iid : NULL);
+		print_text(path, &e, &st, &a, &x);
 	assess_health_done(&a);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		log_error("Failed to write the report to stdout.");
