@@ -62,11 +62,10 @@ unplug() {
 }
 trap 'unplug; _eb_scenario_exit; _eb_host_exit' EXIT
 
-# The QNG source's session at the broker: its bits credited.
-credited() {
-	vm_exec "eb-brokerctl sources --json | jq '[.. | objects | select((.kind? // \"\") | startswith(\"qng \")) | .bits_credited] | add // 0'"
-}
-unit_alarms() { vm_exec "journalctl _SYSTEMD_INVOCATION_ID=\$(systemctl show -P InvocationID '$1') $alarm -o cat | wc -l"; }
+# The QNG source's session at the broker: its bits credited (a guest-side expression).
+credit_expr="eb-brokerctl sources --json | jq '[.. | objects | select((.kind? // \"\") | startswith(\"qng \")) | .bits_credited] | add // 0'"
+credited() { vm_exec "$credit_expr"; }
+# Under TCG every guest command costs a round trip: each step asks what it needs in one.
 
 step "broker up; the QNG emulator listening"
 # The source's own session is what is measured, so a broker another scenario left running with
@@ -80,23 +79,21 @@ vm_mon "chardev-add socket,id=qng0,path=$sock" || fail "QEMU refused chardev-add
 vm_mon "device_add usb-serial,id=ebqng0,bus=xhci.0,chardev=qng0,serial=$serial" ||
 	fail "QEMU refused device_add usb-serial"
 wait_state connections 1 30 || fail "QEMU did not connect to the emulator within 30 s"
-# shellcheck disable=SC2016 # expanded in the guest
-wait_guest 60 'grep -qx '"$serial"' /sys/bus/usb/devices/*/serial' ||
-	fail "no USB device with serial number $serial within 60 s: usb-serial's serial= not honoured"
 wait_guest 60 "systemctl list-units --no-legend --plain --state=active,activating 'eb-source-qng@*' | grep -q ." ||
 	fail "no eb-source-qng@ unit started within 60 s of plugging the QNG"
-unit=$(vm_exec "systemctl list-units --no-legend --plain --state=active,activating 'eb-source-qng@*' | awk '{ print \$1 }'")
-(($(wc -l <<<"$unit") == 1)) || fail "not exactly one eb-source-qng@ unit: $unit"
-node=$(vm_exec "systemctl show -P ExecStart '$unit' | grep -o '/dev/bus/usb/[0-9]*/[0-9]*' | head -n 1")
-guest "ls -l $node; udevadm info -q property $node | grep -E '^(ID_SERIAL_SHORT|SYSTEMD_WANTS|TAGS)='"
-report "usb-serial serial=$serial: sysfs serial $serial (QEMU's serial= sets the USB serial number), $unit"
+# The unit, its invocation, its node, and the node's USB serial number as sysfs has it.
+read -r unit inv node sysserial n < <(vm_exec "u=\$(systemctl list-units --no-legend --plain --state=active,activating 'eb-source-qng@*' | awk '{ print \$1 }')
+	node=\$(systemctl show -P ExecStart \$u | grep -o '/dev/bus/usb/[0-9]*/[0-9]*' | head -n 1)
+	echo \$u \$(systemctl show -P InvocationID \$u) \$node \$(cat /sys\$(udevadm info -q path \$node)/serial) \$(echo \"\$u\" | wc -l)") ||
+	fail "could not read the QNG unit's state"
+((n == 1)) || fail "not exactly one eb-source-qng@ unit"
+[[ $sysserial == "$serial" ]] || fail "the device's USB serial number is '$sysserial', not $serial: usb-serial's serial= not honoured"
+report "usb-serial serial=$serial: USB serial number $sysserial (QEMU's serial= sets it), $unit for $node"
 
 step "the source takes it from ftdi_sio, and is credited"
-wait_guest 60 "journalctl -b --no-pager -u '$unit' | grep -q 'is a ComScire QNG R2000KU, serial number $serial'" ||
-	fail "$unit did not set the QNG up within 60 s"
-wait_guest 90 "[ \$(eb-brokerctl sources --json | jq '[.. | objects | select((.kind? // \"\") | startswith(\"qng \")) | .bits_credited] | add // 0') -gt 0 ]" ||
-	fail "the QNG's source was credited nothing within 90 s"
-c1=$(credited)
+wait_guest 90 "[ \$($credit_expr) -gt 0 ]" || fail "the QNG's source was credited nothing within 90 s"
+read -r c1 setup < <(vm_exec "echo \$($credit_expr) \$(journalctl _SYSTEMD_INVOCATION_ID=$inv -o cat | grep -c 'is a ComScire QNG R2000KU, serial number $serial')")
+((setup == 1)) || fail "$unit did not say it took a QNG R2000KU, serial number $serial"
 report "credited $c1 bits from the emulated QNG"
 
 step "a plain FT232 (serial EBPLAIN01) stays with ftdi_sio and starts nothing"
@@ -107,46 +104,47 @@ vm_mon 'device_add usb-serial,id=ebplain0,bus=xhci.0,chardev=plain0,serial=EBPLA
 wait_guest 60 'for t in /sys/class/tty/ttyUSB*; do udevadm info -q property /dev/${t##*/}; done 2>/dev/null | grep -qx ID_SERIAL_SHORT=EBPLAIN01' ||
 	fail "the plain FT232 did not appear as a ttyUSB (ftdi_sio) within 60 s"
 # udev has handled its tty, so the USB device above it too: its properties say what it wants.
-wants=$(vm_exec 'for d in /sys/bus/usb/devices/*; do grep -qx EBPLAIN01 $d/serial 2>/dev/null && udevadm info -q property $d; done | grep "^SYSTEMD_WANTS=" || true')
-[[ $wants != *eb-source-qng* ]] || fail "the plain FT232 wants a QNG source: $wants"
-units=$(vm_exec "systemctl list-units --all --no-legend --plain 'eb-source-qng@*' | awk '{ print \$1 }'")
-[[ $units == "$unit" ]] || fail "the plain FT232 started something: $units"
-[[ -z $(vm_exec "systemctl list-jobs --no-legend 'eb-source-qng@*'") ]] || fail "a job is queued for eb-source-qng@ after the plain FT232"
-drv=$(vm_exec 'for t in /sys/class/tty/ttyUSB*; do udevadm info -q property /dev/${t##*/} | grep -qx ID_SERIAL_SHORT=EBPLAIN01 && basename $(readlink -f $t/device/../driver); done')
-[[ $drv == ftdi_sio ]] || fail "the plain FT232's driver is '$drv', not ftdi_sio"
-report "plain FT232 EBPLAIN01: driver $drv, no unit started"
+plain=$(vm_exec 'for t in /sys/class/tty/ttyUSB*; do
+		udevadm info -q property /dev/${t##*/} | grep -qx ID_SERIAL_SHORT=EBPLAIN01 || continue
+		echo "driver=$(basename $(readlink -f $t/device/../driver))"
+		echo "wants=$(udevadm info -q property $(readlink -f $t/device/../..) | sed -n "s/^SYSTEMD_WANTS=//p")"
+	done
+	echo "units=$(systemctl list-units --all --no-legend --plain "eb-source-qng@*" | awk "{ print \$1 }" | tr "\n" " ")"
+	echo "jobs=$(systemctl list-jobs --no-legend "eb-source-qng@*" | wc -l)"')
+echo "$plain"
+grep -qx 'driver=ftdi_sio' <<<"$plain" || fail "the plain FT232 is not with ftdi_sio: $plain"
+! grep -q '^wants=.*eb-source-qng' <<<"$plain" || fail "the plain FT232 wants a QNG source: $plain"
+grep -qx "units=$unit " <<<"$plain" || fail "the plain FT232 started something: $plain"
+grep -qx 'jobs=0' <<<"$plain" || fail "a job is queued for eb-source-qng@ after the plain FT232: $plain"
+report "plain FT232 EBPLAIN01: driver ftdi_sio, no unit started"
 
 step "the emulator raises the bad-statistics bit: one alarm, no credit"
 before=$(state bad_statuses)
 mode bad
-wait_guest 60 "journalctl _SYSTEMD_INVOCATION_ID=\$(systemctl show -P InvocationID '$unit') $alarm EB_HEALTH_TEST=device -o cat | grep -q ." ||
+wait_guest 60 "journalctl _SYSTEMD_INVOCATION_ID=$inv $alarm EB_HEALTH_TEST=device -o cat | grep -q ." ||
 	fail "$unit raised no device alarm within 60 s of the bad-statistics bit"
 c2=$(credited)
 # The source keeps checking and finding the bit: another status word with it, and no credit.
 wait_state bad_statuses $((before + 2)) 90 || fail "the source stopped checking the status while the bit was set"
-c3=$(credited)
+read -r c3 n < <(vm_exec "echo \$($credit_expr) \$(journalctl _SYSTEMD_INVOCATION_ID=$inv $alarm -o cat | wc -l)")
 ((c3 == c2)) || fail "credited $((c3 - c2)) bits while the QNG reported bad statistics"
-n=$(unit_alarms "$unit")
 ((n == 1)) || fail "$unit logged $n alarms for one bad-statistics episode"
-report "bad statistics: one alarm ($(vm_exec "journalctl _SYSTEMD_INVOCATION_ID=\$(systemctl show -P InvocationID '$unit') $alarm -o cat")), credit stayed at $c3 bits over $(($(state bad_statuses) - before)) bad status words"
+report "bad statistics: one alarm, credit stayed at $c3 bits over $(($(state bad_statuses) - before)) bad status words"
 
 step "good again: re-admitted and credited"
 mode good
-wait_guest 90 "journalctl _SYSTEMD_INVOCATION_ID=\$(systemctl show -P InvocationID '$unit') $readmitted -o cat | grep -q ." ||
-	fail "$unit was not re-admitted within 90 s of the bit clearing"
-wait_guest 90 "[ \$(eb-brokerctl sources --json | jq '[.. | objects | select((.kind? // \"\") | startswith(\"qng \")) | .bits_credited] | add // 0') -gt $c3 ]" ||
-	fail "no credit within 90 s of re-admission"
+wait_guest 90 "journalctl _SYSTEMD_INVOCATION_ID=$inv $readmitted -o cat | grep -q . && [ \$($credit_expr) -gt $c3 ]" ||
+	fail "$unit was not re-admitted and credited within 90 s of the bit clearing"
 
 step "a stuck stream: one alarm, no credit"
 mode stuck
-wait_guest 60 "journalctl _SYSTEMD_INVOCATION_ID=\$(systemctl show -P InvocationID '$unit') $alarm EB_HEALTH_TEST=repetition-count -o cat | grep -q ." ||
+wait_guest 60 "journalctl _SYSTEMD_INVOCATION_ID=$inv $alarm EB_HEALTH_TEST=repetition-count -o cat | grep -q ." ||
 	fail "$unit raised no repetition-count alarm within 60 s of the stream sticking"
 c4=$(credited)
 streamed=$(state streamed)
 wait_state streamed $((streamed + 4096)) 60 || fail "the emulator streamed under 4 KiB in 60 s"
-c5=$(credited)
+read -r c5 n < <(vm_exec "echo \$($credit_expr) \$(journalctl _SYSTEMD_INVOCATION_ID=$inv $alarm -o cat | wc -l)")
 ((c5 == c4)) || fail "credited $((c5 - c4)) bits for a stuck stream"
-n=$(unit_alarms "$unit")
 ((n == 2)) || fail "$unit logged $n alarms, not one for the bad statistics and one for the stuck stream"
 report "stuck stream: one more alarm, credit stayed at $c5 bits over 4 KiB more"
 
@@ -155,5 +153,4 @@ vm_mon 'device_del ebqng0' || fail "QEMU refused device_del"
 wait_guest 60 "! systemctl is-active --quiet '$unit'" || fail "$unit still active 60 s after the QNG was unplugged"
 res=$(vm_exec "systemctl show -P Result '$unit'; systemctl show -P ActiveState '$unit'" | tr '\n' ' ')
 [[ $res == "success inactive " ]] || fail "$unit did not end cleanly: Result, ActiveState = $res"
-guest "journalctl _SYSTEMD_INVOCATION_ID=\$(systemctl show -P InvocationID '$unit') -o cat | tail -n 4"
 report "unplugged: $unit $res"
