@@ -572,9 +572,9 @@ def test():
               f"site handed out; the killed edge-a's draws ({site_a_before_restart}) died with "
               f"it, credited nowhere else")
 
-        # One Prometheus scraping the three brokers' eb-metrics, with docs/fleet.md's rules: the
-        # last part, and the only one that needs Prometheus (everything above has passed when it
-        # skips here).
+        # One Prometheus scraping the three brokers' eb-metrics, with docs/fleet.md's rules. From
+        # here on the test reads Prometheus (the site killed, the drain): the only part that
+        # needs it, skipped without it once everything above has passed.
         need("prometheus")
         need("promtool")
         targets = []
