@@ -112,6 +112,8 @@ static void session_row(struct broker *b, struct session *s, uint64_t now, uint8
 			if (s->quota_spent && s->starving_since_usec)
 				ret->flags |= EB_REPORT_QUOTA_SPENT;
 		}
+		if (version >= 3 && s->clone)
+			ret->flags |= EB_REPORT_CLONE;
 	}
 	snprintf(ret->user, sizeof(ret->user), "%s", u->name);
 	snprintf(ret->kind, sizeof(ret->kind), "%s", s->kind);

@@ -32,6 +32,16 @@ struct eb_msg;
 struct eb_msg_report_req;
 struct eb_msg_action_req;
 
+/* One identity of a guest (session-clones.c): a key, by its serial (0: over plain unix, no key). */
+struct clone_slot {
+	uint64_t serial;
+	/* A live session of it that draws; 0: none; CLONE_SLOT_LOOK: several may, look. */
+	uint64_t session_id;
+	uint64_t used_usec;   /* the last session that began to draw */
+	uint64_t logged_usec; /* the journal last told of its clones */
+};
+#define CLONE_SLOTS (EB_USER_KEYS_MAX + 1)
+
 /* A user's counters since start, its closed sessions included; the broker keeps one per user,
  * parallel to conf->users, and a reload carries them over by name. */
 struct user_totals {
@@ -39,6 +49,7 @@ struct user_totals {
 	uint64_t empty_answers;     /* GETs answered EMPTY */
 	uint64_t quota_answers;     /* GETs answered QUOTA */
 	uint64_t quota_logged_usec; /* serve.c's: the journal last told of its spent quota */
+	struct clone_slot clones[CLONE_SLOTS]; /* a guest's identities */
 };
 
 /* The calls that go up the layers, each by pointer, set once by brokerd_new(): the modules form

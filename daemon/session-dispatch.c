@@ -337,6 +337,7 @@ static void handle_get(struct session *s, const struct eb_msg_get *g)
 	s->get.request.since_usec = broker_now(s->broker);
 	s->get.answer = answer_get;
 	seen(s);
+	session_clones_draw(s);
 	serve_get(s->broker, &s->get);
 }
 

@@ -67,5 +67,11 @@ int session_handshake(struct session *s);
 /* The same, for a step already taken (on a worker): r is what eb_conn_handshake() returned. */
 int session_handshake_result(struct session *s, int r);
 
+/* session-clones.c: a guest's copies. At each GET: the session draws, and another session of its
+ * guest user and key that draws too makes both clones (counted, marked, logged once). */
+void session_clones_draw(struct session *s);
+/* s leaves READY: its key's slot forgets it. */
+void session_clones_leave(struct session *s);
+
 /* session-dispatch.c: what a frame means. */
 void session_handle_frame(struct session *s, const struct eb_frame *f);

@@ -43,6 +43,8 @@ void session_set_state(struct session *s, enum session_state state)
 	registry_move(&s->broker->registry, &s->reg, state, broker_now(s->broker));
 	if (from == SESSION_READY || state == SESSION_READY)
 		broker_mark_status(s->broker);
+	if (from == SESSION_READY)
+		session_clones_leave(s);
 	/* A downstream broker's ids leave with it: this broker's own upstream hears. */
 	if (from == SESSION_READY && s->chain.n > 0) {
 		chain_leave(s->broker, &s->chain);

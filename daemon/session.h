@@ -88,6 +88,9 @@ struct session {
 	bool put_claimed;   /* the latest PUT claimed credit, after the user's cap */
 	bool put_stuck;     /* the broker's own test withheld the latest PUT's credit */
 	uint64_t bytes_in, bits_in, bits_out, bytes_drbg;
+	/* session-clones.c's, for a guest: it has drawn (a GET), and it was found drawing while
+	 * another session of its user and key drew too. */
+	bool drawing, clone;
 };
 
 /* Creates a session for an accepted fd (ownership taken). tls: wrap in the broker's TLS; without

@@ -96,6 +96,8 @@ static const struct conf_item items[] = {
      false, "a number 1..65536"},
     {CONF_SECTION_USER, "downstream-broker", parse_bool,
      offsetof(struct eb_user, downstream_broker), false, "yes, no, true, false, 1 or 0"},
+    {CONF_SECTION_USER, "guest", parse_bool, offsetof(struct eb_user, guest), false,
+     "yes, no, true, false, 1 or 0"},
     {CONF_SECTION_UPSTREAM, "broker", parse_upstream_broker,
      offsetof(struct eb_conf_upstream, brokers), true,
      "tcp://HOST[:PORT], unix:/PATH, unix+tls:/PATH, vsock://CID[:PORT], virtio:NAME or srv:NAME"},

@@ -49,6 +49,9 @@ struct eb_user {
 	uint64_t quota_bits_per_hour; /* 0: no quota; pool bits a sink's draws may spend per hour */
 	unsigned max_sessions;        /* default 128: authenticated sessions at once */
 	bool downstream_broker; /* a broker drawing from this one: its HELLO may carry chain ids */
+	/* guest = yes: each key is one machine, which draws over one session at a time; two
+	 * sessions of one key drawing at once are copies of it (daemon/session-clones.c). */
+	bool guest;
 };
 
 /* [upstream]: this broker draws from other brokers as a sink when its level is low. */

@@ -73,6 +73,7 @@ static const char *const counter_names[_EB_COUNTER_MAX] = {
     [EB_COUNTER_PROXY_BAD_HEADER] = "proxy-bad-header",
     [EB_COUNTER_PROXY_NOT_ALLOWED] = "proxy-not-allowed",
     [EB_COUNTER_REFUSED_REQUEST] = "refused-request",
+    [EB_COUNTER_CLONES] = "clones",
     [EB_COUNTER_NETWORK_SESSIONS] = "network-sessions",
     [EB_COUNTER_LOCAL_SESSIONS] = "local-sessions",
     [EB_COUNTER_HANDSHAKES] = "handshakes",

@@ -21,7 +21,8 @@
  *               u32 connected_s, u32 last_ms, u32 waiting_ms, u64 bytes_in, u64 bits_in,
  *               u64 bits_out, u64 bytes_drbg, u64 quota_left_bits, text user, text kind,
  *               text peer; version 1: then u64 empty_answers, u32 starving_ms; version 2:
- *               then u64 quota_answers
+ *               then u64 quota_answers; version 3: the same, and flags may hold
+ *               EB_REPORT_CLONE
  *   user row    u64 id, u8 roles, u8 flags, u16 reserved, u32 sessions, u32 sources, u32 sinks,
  *               u64 bytes_in, u64 bits_in, u64 bits_out, u64 bytes_drbg,
  *               u64 quota_bits_per_hour, u64 quota_left_bits, text name; version 1: then
@@ -85,6 +86,8 @@ static int session_validate(const struct eb_report_session *r, uint8_t version, 
 	if (version > EB_REPORT_VERSION ||
 	    (version == 0 && (r->empty_answers != 0 || r->starving_ms != 0)) ||
 	    (version < 2 && (r->quota_answers != 0 || (r->flags & EB_REPORT_QUOTA_SPENT))) ||
+	    (version < 3 && (r->flags & EB_REPORT_CLONE)) ||
+	    ((r->flags & EB_REPORT_CLONE) && !(r->roles & EB_ROLE_SINK)) ||
 	    (!(r->roles & EB_ROLE_SINK) &&
 	     (r->empty_answers != 0 || r->starving_ms != 0 || r->quota_answers != 0)) ||
 	    ((r->flags & EB_REPORT_QUOTA_SPENT) && r->starving_ms == 0))

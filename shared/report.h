@@ -58,18 +58,22 @@ enum {
 	EB_REPORT_UPSTREAM = 1 << 4, /* the broker's own draw from its [upstream], a source */
 	/* Version 2, sinks: starving because the latest answer was QUOTA, not EMPTY. */
 	EB_REPORT_QUOTA_SPENT = 1 << 5,
+	/* Version 3: a guest's session found drawing while another session of its user and key
+	 * drew too: a copy of one machine (docs/vm-seeding.md, "Snapshots and clones"). */
+	EB_REPORT_CLONE = 1 << 6,
 };
 #define EB_REPORT_SESSION_FLAGS                                                                    \
 	(EB_REPORT_ASLEEP | EB_REPORT_WAITING | EB_REPORT_QUOTA | EB_REPORT_TLS |                  \
-	 EB_REPORT_UPSTREAM | EB_REPORT_QUOTA_SPENT)
+	 EB_REPORT_UPSTREAM | EB_REPORT_QUOTA_SPENT | EB_REPORT_CLONE)
 /* The upstream's row comes after every session's. */
 #define EB_REPORT_UPSTREAM_ID UINT64_MAX
 
 /* The rows' layouts: version 0 is the first; version 1 adds, after the texts, a session's EMPTY
  * answers and how long it has been starving, and a user's EMPTY answers; version 2 adds their
- * QUOTA answers, a user's max-sessions and the counters table. A broker answers in the version
- * asked for, so a client that asks for 0 reads what it always read. */
-#define EB_REPORT_VERSION 2
+ * QUOTA answers, a user's max-sessions and the counters table; version 3 has version 2's layout
+ * and adds the session flag EB_REPORT_CLONE. A broker answers in the version asked for, so a
+ * client that asks for 0 reads what it always read. */
+#define EB_REPORT_VERSION 3
 
 /* Rows in one REPORT; a table of 10,000 sessions is 79 pages. */
 #define EB_REPORT_ROWS_MAX 128
@@ -171,6 +175,9 @@ enum eb_counter {
 	EB_COUNTER_PROXY_NOT_ALLOWED = 12, /* from an address not in proxy-protocol-from */
 	/* Authenticated peers refused or closed: a malformed frame, a forbidden request. */
 	EB_COUNTER_REFUSED_REQUEST = 13,
+	/* Sessions of a guest (guest = yes) that began to draw while another session of the same
+	 * user and key was drawing: copies of one machine, each counted but the first. */
+	EB_COUNTER_CLONES = 14,
 	/* Gauges, now: sessions (handshakes included) and their limits. */
 	EB_COUNTER_NETWORK_SESSIONS = 32,
 	EB_COUNTER_LOCAL_SESSIONS = 33,

@@ -269,9 +269,9 @@ static void test_versions(void **state)
 	assert_int_equal(eb_report_next_session(&it, &back), 1);
 	assert_true(back.empty_answers == 5 && back.starving_ms == 1234);
 	assert_int_equal(eb_report_next_session(&it, &back), 0);
-	/* Version 0 has no room for them; a source-only session never starves; no version 3. */
+	/* Version 0 has no room for them; a source-only session never starves; no version 4. */
 	assert_int_equal(eb_report_session_encode_version(&s, 0, v0, sizeof(v0)), -EINVAL);
-	assert_int_equal(eb_report_session_encode_version(&s, 3, v0, sizeof(v0)), -EINVAL);
+	assert_int_equal(eb_report_session_encode_version(&s, 4, v0, sizeof(v0)), -EINVAL);
 	/* Version 2: QUOTA answers after version 1's fields, and a wait's reason among the flags,
 	 * which versions before it have no room for. */
 	s.quota_answers = 7;
@@ -285,6 +285,24 @@ static void test_versions(void **state)
 	eb_report_rows_init(&it, &m);
 	assert_int_equal(eb_report_next_session(&it, &back), 1);
 	assert_true(back.quota_answers == 7 && (back.flags & EB_REPORT_QUOTA_SPENT));
+	/* Version 3: version 2's layout, and a clone's mark among the flags, for a sink alone. */
+	s.flags |= EB_REPORT_CLONE;
+	assert_int_equal(eb_report_session_encode_version(&s, 2, v0, sizeof(v0)), -EINVAL);
+	assert_int_equal(eb_report_session_encode_version(&s, 3, v0, sizeof(v0)), n1);
+	/* The flags are the row's eleventh byte (after u64 id, u8 roles, u8 health). */
+	assert_memory_equal(v0, v1, 10);
+	assert_int_equal(v0[10], v1[10] | EB_REPORT_CLONE);
+	assert_memory_equal(v0 + 11, v1 + 11, (size_t)n1 - 11);
+	m.version = 3;
+	m.rows = v0;
+	eb_report_rows_init(&it, &m);
+	assert_int_equal(eb_report_next_session(&it, &back), 1);
+	assert_true(back.quota_answers == 7 && (back.flags & EB_REPORT_CLONE));
+	m.version = 2;
+	eb_report_rows_init(&it, &m);
+	assert_int_equal(eb_report_next_session(&it, &back), -EBADMSG);
+	m.rows = v1;
+	s.flags &= (uint8_t)~EB_REPORT_CLONE;
 	/* Spent quota names why a sink starves: a sink that does not starve has no reason. */
 	s.starving_ms = 0;
 	assert_int_equal(eb_report_session_encode_version(&s, 2, v0, sizeof(v0)), -EINVAL);
@@ -361,7 +379,8 @@ static void test_counters(void **state)
 	}
 	assert_int_equal(eb_report_next_counter(&it, &row), 0);
 	assert_string_equal(eb_counter_to_string(EB_COUNTER_AUTH_WRONG_KEY), "auth-wrong-key");
-	assert_null(eb_counter_to_string(14));
+	assert_string_equal(eb_counter_to_string(EB_COUNTER_CLONES), "clones");
+	assert_null(eb_counter_to_string(15));
 	/* Out of order, and a table older than version 2. */
 	memcpy(rows, rows + 16, 16);
 	assert_int_equal(eb_msg_encode(&m, frame, sizeof(frame)), -EINVAL);

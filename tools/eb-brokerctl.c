@@ -36,6 +36,8 @@ static const char *const command_names[_CMD_MAX] = {
 };
 
 static bool arg_json;
+/* Sinks marked as clones in the table just printed: a line under it says what the mark means. */
+static unsigned clones_shown;
 
 static void help(void)
 {
@@ -76,9 +78,9 @@ static void add_u64(struct json_object *o, const char *key, uint64_t v)
 	json_object_object_add(o, key, json_object_new_uint64(v));
 }
 
-/* state: NULL from a broker that predates STATE. */
+/* state: NULL from a broker that predates STATE; clones: NULL from one without that counter. */
 static void print_status(const char *broker, const struct eb_msg_status *st,
-                         const struct eb_msg_state *state)
+                         const struct eb_msg_state *state, const uint64_t *clones)
 {
 	unsigned pct = st->capacity_bits ? (unsigned)(st->pool_bits * 100 / st->capacity_bits) : 0;
 
@@ -95,6 +97,8 @@ static void print_status(const char *broker, const struct eb_msg_status *st,
 		add_u64(o, "bits_out", st->bits_out);
 		add_u64(o, "bytes_drbg", st->bytes_drbg);
 		add_u64(o, "uptime_s", st->uptime_s);
+		if (clones)
+			add_u64(o, "clones", *clones);
 		if (state)
 			brokerctl_state_json(state, o);
 		print_json(o);
@@ -110,6 +114,9 @@ static void print_status(const char *broker, const struct eb_msg_status *st,
 	       "Uptime:   %u s\n",
 	       broker, st->pool_bits, st->capacity_bits, pct, st->sources, st->sinks, st->bits_in,
 	       st->bits_out, st->bytes_drbg, st->uptime_s);
+	if (clones)
+		printf("Clones:   %" PRIu64 " guest sessions drew beside another of their key%s\n",
+		       *clones, *clones ? " (marked * in sinks)" : "");
 	if (state)
 		brokerctl_state_print(state);
 }
@@ -193,6 +200,8 @@ static struct json_object *session_json(const struct eb_report_session *s, enum 
 		                                      : NULL);
 		add_u64(o, "empty_answers", s->empty_answers);
 		add_u64(o, "quota_answers", s->quota_answers);
+		json_object_object_add(o, "clone",
+		                       json_object_new_boolean(s->flags & EB_REPORT_CLONE));
 		json_object_object_add(o, "wait_reason",
 		                       s->starving_ms ? json_object_new_string(wait_reason(s))
 		                                      : NULL);
@@ -202,7 +211,7 @@ static struct json_object *session_json(const struct eb_report_session *s, enum 
 
 static int session_cells(const struct eb_report_session *s, enum command cmd, struct table *t)
 {
-	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
+	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32], id[40];
 
 	if (cmd == CMD_SOURCES) {
 		snprintf(c, sizeof(c), "%u.%03u", s->claim_mbits_per_byte / 1000,
@@ -224,11 +233,14 @@ static int session_cells(const struct eb_report_session *s, enum command cmd, st
 		ago(s->starving_ms, d, sizeof(d));
 	else
 		snprintf(d, sizeof(d), "-");
-	return table_add_row(
-	    t, u64(s->id, e, sizeof(e)), s->user, s->peer, s->kind[0] ? s->kind : "-",
-	    u64(s->bits_out, a, sizeof(a)), u64(s->bytes_drbg, b, sizeof(b)), c,
-	    u64(s->empty_answers, g, sizeof(g)), u64(s->quota_answers, h, sizeof(h)), d,
-	    s->starving_ms ? wait_reason(s) : "-", ago(s->last_ms, f, sizeof(f)));
+	snprintf(id, sizeof(id), "%s%s", u64(s->id, e, sizeof(e)),
+	         s->flags & EB_REPORT_CLONE ? "*" : "");
+	clones_shown += !!(s->flags & EB_REPORT_CLONE);
+	return table_add_row(t, id, s->user, s->peer, s->kind[0] ? s->kind : "-",
+	                     u64(s->bits_out, a, sizeof(a)), u64(s->bytes_drbg, b, sizeof(b)), c,
+	                     u64(s->empty_answers, g, sizeof(g)),
+	                     u64(s->quota_answers, h, sizeof(h)), d,
+	                     s->starving_ms ? wait_reason(s) : "-", ago(s->last_ms, f, sizeof(f)));
 }
 
 static struct json_object *user_json(const struct eb_report_user *u)
@@ -377,6 +389,9 @@ static int run_list(struct eb_client *client, enum command cmd)
 			printf("No %s.\n", command_names[cmd]);
 		else
 			table_print(t, stdout);
+		if (clones_shown > 0)
+			printf("* a clone: another session of its guest key drew at the same time "
+			       "(a copy of one machine)\n");
 		if (up)
 			brokerctl_upstream_print(&st);
 		return 0;
@@ -392,6 +407,24 @@ static int run_list(struct eb_client *client, enum command cmd)
 		print_json(o);
 	json_object_put(o);
 	return r;
+}
+
+/* The clones counter, from the counters table: false from a broker that does not count them. */
+static bool fetch_clones(struct eb_client *client, uint64_t *ret)
+{
+	struct eb_msg_report page;
+	struct eb_report_rows it;
+	struct eb_report_counter row;
+
+	if (eb_client_report(client, EB_REPORT_COUNTERS, 0, &page) < 0)
+		return false;
+	eb_report_rows_init(&it, &page);
+	while (eb_report_next_counter(&it, &row) > 0)
+		if (row.id == EB_COUNTER_CLONES) {
+			*ret = row.value;
+			return true;
+		}
+	return false;
 }
 
 static enum command command_from_string(const char *s)
@@ -435,7 +468,8 @@ int main(int argc, char *argv[])
 	struct eb_msg_action_req action;
 	struct eb_msg_status st;
 	struct eb_msg_state state;
-	bool is_action = false;
+	uint64_t clones = 0;
+	bool is_action = false, have_clones;
 	enum command cmd = _CMD_INVALID;
 	int r;
 
@@ -492,6 +526,9 @@ int main(int argc, char *argv[])
 		log_warning("Broker %s did not answer STATE (older than eb-brokerctl?): %s; "
 		            "showing its status without the drain, reloads and upstream",
 		            eb_client_broker(client), eb_client_last_error(client));
-	print_status(eb_client_broker(client), &st, r < 0 ? NULL : &state);
+	/* Last: a broker older than the counters table closes on it. */
+	have_clones = r >= 0 && fetch_clones(client, &clones);
+	print_status(eb_client_broker(client), &st, r < 0 ? NULL : &state,
+	             have_clones ? &clones : NULL);
 	return 0;
 }

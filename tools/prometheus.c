@@ -336,6 +336,10 @@ static void write_counters(FILE *f, const uint64_t *c)
 	sample_label(f, "eb_refusals_total", "reason", "proxy-header",
 	             counters_sum(c, proxies, ELEMENTSOF(proxies)));
 	sample_label(f, "eb_refusals_total", "reason", "request", c[EB_COUNTER_REFUSED_REQUEST]);
+	family(f, "eb_clone_sessions_total", "counter",
+	       "Sessions of a guest's key that began to draw while another session of that key "
+	       "drew (copies of one machine), since start; each counted but the first.");
+	sample(f, "eb_clone_sessions_total", c[EB_COUNTER_CLONES]);
 	counter_family(f, "eb_limit_hits_total", "limit",
 	               "Peers refused at a session limit since start, by the limit's key.", c,
 	               limits, ELEMENTSOF(limits));

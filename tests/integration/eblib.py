@@ -115,7 +115,7 @@ class Broker:
                 self.keys[name] = path
                 conf.append(f"key-file = {path}")
             for k in ("unix-uid", "unix-gid", "max-credit-per-byte", "quota-bits-per-hour",
-                      "max-sessions", "downstream-broker", "key-hash"):
+                      "max-sessions", "downstream-broker", "key-hash", "guest"):
                 if k in u:
                     conf.append(f"{k} = {u[k]}")
         self.conf = os.path.join(self.tmp, "eb-brokerd.conf")

@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The broker notices clones (issue 28): two sessions of one guest's key (a [user] with
+guest = yes) drawing at once are copies of one machine. The journal has one warning line with
+its own MESSAGE_ID (the catalog's) naming the user, its key and both peers; `eb-brokerctl status`
+counts the clones, `eb-brokerctl sinks` marks both sessions, eb-metrics counts them in
+eb_clone_sessions_total (promtool check metrics clean); a third copy is counted and marked but
+not logged again; every copy is served all it asked for. A user without guest = yes (a fleet's
+shared key, max-sessions 128) draws from two sessions at once unflagged, and a guest that draws
+from one session after another is no clone. As root the journal is a socket of the test's own
+in a private mount namespace (as integration-journal); otherwise the line is read on stderr."""
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+
+from eblib import (Broker, check, donate, main, need, prog, reserve_port, run, tcp_listening,
+                   wait_for)
+
+SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+MSGID_CLONE = "d06b61be4841454e8c5c772acb196431"
+
+
+def http(port, path):
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        data = b"".join(iter(lambda: s.recv(65536), b""))
+    return data.decode(errors="replace").split("\r\n\r\n", 1)[1]
+
+
+def metrics(body):
+    out = {}
+    for line in body.splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            out[key] = float(value)
+    return out
+
+
+def ctl(b, *what):
+    p = run([prog("eb-brokerctl"), "-b", b.unix, *what])
+    check(p.returncode == 0, f"eb-brokerctl {' '.join(what)} ({p.stderr.decode().strip()[-200:]})")
+    return p.stdout.decode()
+
+
+def sinks(b, user):
+    return [s for s in json.loads(ctl(b, "sinks", "--json"))["sinks"] if s["user"] == user]
+
+
+def journal_entries(j):
+    """The journal's native protocol: KEY=value lines, one datagram an entry."""
+    out = []
+    while True:
+        try:
+            dgram = j.recv(65536)
+        except (socket.timeout, BlockingIOError):
+            return out
+        out.append(dict(l.split("=", 1) for l in dgram.decode(errors="replace").split("\n")
+                        if "=" in l))
+
+
+def sink(b, user, n):
+    return subprocess.Popen([prog("eb-sink-file"), "-b", b.tcp, "-u", user, "-k", b.keys[user],
+                             "--bytes", str(n), "--timeout", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def inner():
+    j = None
+    if os.environ.get("EB_JOURNAL_INNER"):
+        os.makedirs("/run/systemd/journal", exist_ok=True)
+        j = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        j.bind("/run/systemd/journal/socket")
+        j.setblocking(False)
+    b = Broker({"alice": {"role": "source", "max-credit-per-byte": 8},
+                "vm1": {"role": "sink", "guest": "yes"},
+                "fleet": {"role": "sink"},
+                "local": {"role": "admin", "unix-uid": os.getuid(), "key": False}})
+    if j:
+        b.log_target = "journal"
+    b.start()
+    mhold, mport = reserve_port()
+    exporter = None
+    procs = []
+    try:
+        cmd = ["systemd-socket-activate", "--accept", "-l", f"127.0.0.1:{mport}"]
+        for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+            if var in os.environ:
+                cmd += ["-E", f"{var}={os.environ[var]}"]
+        cmd += [prog("eb-metrics"), "-b", b.unix, "--timeout", "2"]
+        exporter = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                    stderr=open(os.path.join(b.tmp, "metrics.log"), "wb"))
+        wait_for("eb-metrics' socket", lambda: tcp_listening(mport), 10)
+
+        # The pool is empty: every sink waits, answered EMPTY, its session live and drawing.
+        f1, f2 = sink(b, "fleet", 64), sink(b, "fleet", 64)
+        g1, g2 = sink(b, "vm1", 64), sink(b, "vm1", 64)
+        procs += [f1, f2, g1, g2]
+        rows = wait_for("both of vm1's sessions marked as clones", lambda: (
+            lambda v: v if len(v) == 2 and all(s["clone"] for s in v) else None)(sinks(b, "vm1")),
+            30)
+        print(f"# vm1's sessions: {[(s['id'], s['peer'], s['empty_answers']) for s in rows]}")
+        fleet = wait_for("fleet's two sessions drawing", lambda: (
+            lambda v: v if len(v) == 2 and all(s["empty_answers"] >= 1 for s in v) else None)(
+            sinks(b, "fleet")), 30)
+        check(not any(s["clone"] for s in fleet),
+              "fleet (no guest = yes) draws from two sessions at once unflagged")
+        st = json.loads(ctl(b, "status", "--json"))
+        check(st.get("clones") == 1, f"eb-brokerctl status counts one clone: {st.get('clones')}")
+        text = ctl(b, "status")
+        check(re.search(r"^Clones: +1 guest sessions", text, re.M),
+              f"eb-brokerctl status says it: {text.splitlines()[-3:]}")
+
+        body = http(mport, "/metrics")
+        m = metrics(body)
+        check(m.get("eb_clone_sessions_total") == 1,
+              f"eb_clone_sessions_total is 1: {m.get('eb_clone_sessions_total')}")
+        p = run(["promtool", "check", "metrics"], input=body.encode())
+        lint = (p.stdout + p.stderr).decode().strip()
+        check(p.returncode == 0 and not lint,
+              f"promtool check metrics: exit {p.returncode}, {lint or 'no lint'}")
+
+        # A third copy: counted and marked, and the journal is not told again.
+        g3 = sink(b, "vm1", 64)
+        procs.append(g3)
+        wait_for("three of vm1's sessions marked", lambda: (
+            lambda v: len(v) == 3 and all(s["clone"] for s in v))(sinks(b, "vm1")), 30)
+        check(json.loads(ctl(b, "status", "--json")).get("clones") == 2,
+              "the third copy is counted: 2")
+        table = ctl(b, "sinks")
+        marked = [l for l in table.splitlines() if re.match(r"^\d+\* ", l)]
+        print("# " + "\n# ".join(table.splitlines()))
+        check(len(marked) == 3 and all(" vm1 " in l for l in marked)
+              and "* a clone:" in table,
+              "eb-brokerctl sinks marks vm1's three sessions and says what the mark means")
+
+        if j:
+            entries = [e for e in journal_entries(j) if e.get("MESSAGE_ID") == MSGID_CLONE]
+            with open(os.path.join(SRC, "catalog", "entropy-broker.catalog")) as f:
+                catalog = f.read()
+            check(f"-- {MSGID_CLONE}\n" in catalog, "the catalog explains the MESSAGE_ID")
+            lines = [e.get("MESSAGE", "") for e in entries]
+            check(len(entries) == 1 and entries[0].get("EB_USER") == "vm1"
+                  and entries[0].get("EB_KEY_ID") == "(default)"
+                  and entries[0].get("EB_SESSIONS") == "2"
+                  and entries[0].get("EB_PEER", "").startswith("tcp ")
+                  and entries[0].get("EB_OTHER_PEER", "").startswith("tcp ")
+                  and entries[0].get("PRIORITY") == "4",
+                  f"one warning with its MESSAGE_ID, EB_USER=, EB_KEY_ID=, EB_SESSIONS=, "
+                  f"EB_PEER= and EB_OTHER_PEER= for three copies: {entries}")
+        else:
+            lines = [l for l in b.read_log().splitlines() if "sessions at once" in l]
+            check(len(lines) == 1, f"one log line for three copies: {lines}")
+        print(f"# the journal: {lines}")
+        check(lines and re.search(r"Guest vm1 \(key \(default\)\) draws from 2 sessions at once: "
+                                  r"tcp \S+ and tcp \S+", lines[0]),
+              "the line names the guest, its key and both peers")
+
+        # Every copy, and fleet's sinks, are served all they asked for.
+        data = os.path.join(b.tmp, "noise")
+        with open(data, "wb") as f:
+            f.write(os.urandom(16384))
+        check(donate(b, "alice", data).returncode == 0, "alice donates 16 KiB")
+        for p in (g1, g2, g3, f1, f2):
+            out, err = p.communicate(timeout=60)
+            check(p.returncode == 0 and len(out) == 64,
+                  f"a sink is served its 64 bytes ({err.decode().strip()[-200:]})")
+
+        # One session after another is no clone: the count stays where it was.
+        for _ in range(2):
+            p = run([prog("eb-sink-file"), "-b", b.tcp, "-u", "vm1", "-k", b.keys["vm1"],
+                     "--bytes", "32", "--timeout", "20"])
+            check(p.returncode == 0 and len(p.stdout) == 32, "vm1 draws alone")
+        check(json.loads(ctl(b, "status", "--json")).get("clones") == 2,
+              "vm1 drawing from one session after another adds no clone")
+    finally:
+        for p in [exporter, *procs]:
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+        mhold.close()
+        b.cleanup()
+
+
+def test():
+    need("systemd-socket-activate")
+    need("promtool")
+    if os.environ.get("EB_JOURNAL_INNER") or os.geteuid() != 0:
+        return inner()
+    need("unshare")
+    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                        "mount -t tmpfs tmpfs /run && exec \"$0\" \"$1\"", sys.executable,
+                        os.path.abspath(__file__)],
+                       env=dict(os.environ, EB_JOURNAL_INNER="1"), capture_output=True, timeout=100)
+    sys.stdout.write(p.stdout.decode())
+    sys.stderr.write(p.stderr.decode())
+    check(p.returncode == 0, "a guest's clones are noticed (inner run)")
+
+
+main(test)
