@@ -4,12 +4,15 @@
 ea_restart -o) on the comparison sets into the table the agreement test reads,
 tests/assess/sp90b-reference.tsv. docs/assess.md says how to take the reports.
 
-    sp90b-table.py DIR [SMALL_DIR] > sp90b-reference.tsv
+    sp90b-table.py DIR [SMALL_DIR [RESTART_DIR]] > sp90b-reference.tsv
 
 DIR holds SET.non_iid.json (on 10^6 samples), and where taken SET.iid.json (ea_iid on the first
 100,000: track iid_full); SMALL_DIR holds SET.iid.json on the first 10,000 (track iid, the one CI
-checks). The table's rows: set, track (literal, bitstring, final, iid, iid_full), item, value; a
-value is a figure to its last digit or, for a verdict, pass or fail."""
+checks); RESTART_DIR holds SET.restart.json and SET.restart.txt (ea_restart -n -v -o on the whole
+set read as 1,000 restarts of 1,000 samples: track restart; its cutoff, counts and row and column
+figures are only in the text). The table's rows: set, track (literal, bitstring, final, iid,
+iid_full, restart), item, value; a value is a figure to its last digit or, for a verdict, pass or
+fail."""
 
 import glob
 import json
@@ -60,9 +63,26 @@ def rows_iid(name, report, track, samples):
     yield name, track, "verdict", "pass" if ok else "fail"
 
 
+def rows_restart(name, report, text):
+    """From ea_restart's report and its verbose text."""
+    yield name, "restart", "h_i", report["commandline"].split()[-1]
+    fields = {}
+    for line in text.splitlines():
+        for key, item in (("X_cutoff:", "cutoff"), ("X_max:", "max_count"), ("H_r:", "h_rows"),
+                          ("H_c:", "h_columns")):
+            if key in line:
+                fields[item] = line.split(key)[1].split()[0].rstrip(",")
+    sanity = "Restart Sanity Check Failed" not in text
+    for item in ("cutoff", "max_count", "h_rows", "h_columns"):
+        if item in fields:
+            yield name, "restart", item, fields[item]
+    yield name, "restart", "sanity", "pass" if sanity else "fail"
+    yield name, "restart", "verdict", "pass" if "Validation Test Passed" in text else "fail"
+
+
 def main():
-    if len(sys.argv) not in (2, 3):
-        sys.exit("Usage: sp90b-table.py DIR [SMALL_DIR]")
+    if len(sys.argv) not in (2, 3, 4):
+        sys.exit("Usage: sp90b-table.py DIR [SMALL_DIR [RESTART_DIR]]")
     d = sys.argv[1]
     print("# NIST SP800-90B_EntropyAssessment v1.1.8 (commit 68ed165f), on the sets "
           "tests/assess/sp90b-sets.py writes;\n# regenerate with tests/assess/sp90b-table.py "
@@ -79,6 +99,11 @@ def main():
             if os.path.exists(p):
                 with open(p) as f:
                     rows += list(rows_iid(name, json.load(f), track, samples))
+        if len(sys.argv) == 4:
+            p = os.path.join(sys.argv[3], f"{name}.restart.json")
+            if os.path.exists(p):
+                with open(p) as f, open(p[:-len("json")] + "txt") as t:
+                    rows += list(rows_restart(name, json.load(f), t.read()))
         for row in rows:
             print("\t".join(row))
 

@@ -5,7 +5,8 @@ every estimator the reference ran (on the samples and on their bit string) withi
 reference's figure in sp90b-reference.tsv, no estimator run by one and not the other, and
 eb-assess's final figure never above the reference's; then the IID track (section 5) on each
 set's first 10,000 samples, whose verdicts (permutation, chi-square, LRS, IID) must be the
-reference's. --full runs the IID track on the first 100,000 instead, against the reference's
+reference's; and the restart tests, on the sets the reference ran them on (each set read as 1,000
+restarts of 1,000 samples). --full runs the IID track on the first 100,000 instead, against the reference's
 verdicts there (minutes: 10,000 shuffles of 100,000 samples for each set that fails).
 
     test-sp90b-agreement.py [--full] EB_ASSESS SETS_SCRIPT TABLE [SET...]"""
@@ -81,6 +82,34 @@ def compare_iid(tool, tmp, sets, names, ref, track):
                   f"{got[item]}, as the reference")
 
 
+def compare_restart(tool, tmp, names, ref):
+    """The restart tests on each set read as 1,000 restarts of 1,000 samples, at the reference's
+    H_I: the same sanity verdict, most common count and (within one: the reference simulates
+    it) cutoff; the same row and column figures within the tolerance; the same verdict."""
+    for name in names:
+        want = ref[name].get("restart")
+        if not want:
+            continue
+        p = subprocess.run([tool, "--json", "--restart", want["h_i"],
+                            os.path.join(tmp, name + ".bin")],
+                           capture_output=True, text=True, timeout=1800)
+        if p.returncode != 0:
+            check(False, f"{name}: eb-assess --restart exits 0 ({p.stderr.strip()})")
+            continue
+        got = json.loads(p.stdout)["restart"]
+        print(f"# {name} restart at H_I {want['h_i']}: {got}")
+        check(got["sanity"] == want["sanity"], f"{name} restart sanity: {got['sanity']}")
+        check(max(got["row_max"], got["column_max"]) == int(want["max_count"]),
+              f"{name} restart most common count {want['max_count']}")
+        check(abs(got["cutoff"] - int(want["cutoff"])) <= 1,
+              f"{name} restart cutoff {got['cutoff']} against the reference's {want['cutoff']}")
+        for item in ("h_rows", "h_columns"):
+            if item in want:
+                check(abs(got[item] - float(want[item])) <= TOLERANCE,
+                      f"{name} restart {item} {got[item]} against {want[item]}")
+        check(got["verdict"] == want["verdict"], f"{name} restart verdict: {got['verdict']}")
+
+
 def main():
     args = sys.argv[1:]
     full = args[:1] == ["--full"]
@@ -101,6 +130,7 @@ def main():
                 continue
             print(f"# {name}: {time.monotonic() - start:.1f} s")
             compare(name, json.loads(p.stdout)["sp800_90b"], ref[name])
+        compare_restart(tool, tmp, names, ref)
         compare_iid(tool, tmp, sets, names, ref, "iid_full" if full else "iid")
     print(f"1..{n_check}")
     sys.exit(1 if failed else 0)
