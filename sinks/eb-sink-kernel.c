@@ -15,7 +15,9 @@
 
 #include "bootrand.h"
 #include "cli.h"
+#include "fork-watch.h"
 #include "kernel-feed.h"
+#include "kernel-reseed.h"
 #include "kernel.h"
 #include "log.h"
 #include "time-util.h"
@@ -36,6 +38,19 @@
 #define REFILL_MAX_BITS 4096
 
 static bool arg_oneshot;
+static bool arg_reseed;
+/* --reseed: the seed files a later boot would reuse, and the generation userspace watches. */
+#define SEED_FILES_MAX 8
+static const char *arg_seed_files[SEED_FILES_MAX];
+static size_t arg_n_seed_files;
+static const char *arg_generation_file = "/run/entropy-broker/generation";
+/* --watch-fork: the kernel's log, and the unit each VM fork starts. */
+static bool arg_watch_fork;
+static const char *arg_kmsg = "/dev/kmsg";
+#define RESEED_UNIT         "eb-seed-reseed.service"
+#define MSGID_FORK_SEEN     "989e3ad85bae4fc0ad56c7a564611dfd"
+#define MSGID_RESEEDED      "c4245c3f44154925b549f0f1a3f7d016"
+#define MSGID_RESEED_FAILED "b06025e086b44e89a07c0a6fa3053877"
 static unsigned long long arg_bits = 256;
 static unsigned long long arg_timeout_s = 30;
 static bool arg_timeout_set;
@@ -51,6 +66,17 @@ static void help(void)
 	    "Feeds full-entropy output from a broker to the kernel's RNG (RNDADDENTROPY), crediting\n"
 	    "exactly the bits the broker vouched for. Needs CAP_SYS_ADMIN.\n\n"
 	    "      --oneshot         seed once and exit (early boot); default: keep mixing in\n"
+	    "      --reseed          a copy of a VM (restored or cloned): draw, mix in, force a\n"
+	    "                        CRNG reseed, rewrite the seed files, bump the generation,\n"
+	    "                        and exit; every step must succeed\n"
+	    "      --seed-file PATH  --reseed rewrites PATH if it exists (repeatable; default\n"
+	    "                        /var/lib/systemd/random-seed)\n"
+	    "      --watch-fork      watch the kernel log for a VM fork and start\n"
+	    "                        " RESEED_UNIT " at each (no broker needed)\n"
+	    "      --kmsg PATH       --watch-fork reads PATH (default /dev/kmsg)\n"
+	    "      --generation-file PATH\n"
+	    "                        --reseed bumps the number in PATH (default\n"
+	    "                        /run/entropy-broker/generation)\n"
 	    "      --bits N          bits to draw per seed, a multiple of 8 (default 256)\n"
 	    "      --timeout SEC     --oneshot gives up after SEC seconds (default 30)\n"
 	    "      --ready-timeout SEC\n"
@@ -79,6 +105,11 @@ enum {
 	ARG_TIMEOUT,
 	ARG_INTERVAL,
 	ARG_READY_TIMEOUT,
+	ARG_RESEED,
+	ARG_SEED_FILE,
+	ARG_GENERATION_FILE,
+	ARG_WATCH_FORK,
+	ARG_KMSG,
 };
 
 static int option(int c, const char *arg, void *userdata)
@@ -87,6 +118,36 @@ static int option(int c, const char *arg, void *userdata)
 	switch (c) {
 	case ARG_ONESHOT:
 		arg_oneshot = true;
+		return 0;
+	case ARG_RESEED:
+		arg_reseed = true;
+		return 0;
+	case ARG_SEED_FILE:
+		if (arg[0] != '/' || arg_n_seed_files >= SEED_FILES_MAX) {
+			log_error(
+			    "Invalid --seed-file \"%s\": expected an absolute path, at most %d",
+			    arg, SEED_FILES_MAX);
+			return -2;
+		}
+		arg_seed_files[arg_n_seed_files++] = arg;
+		return 0;
+	case ARG_WATCH_FORK:
+		arg_watch_fork = true;
+		return 0;
+	case ARG_KMSG:
+		if (arg[0] != '/') {
+			log_error("Invalid --kmsg \"%s\": expected an absolute path", arg);
+			return -2;
+		}
+		arg_kmsg = arg;
+		return 0;
+	case ARG_GENERATION_FILE:
+		if (arg[0] != '/') {
+			log_error("Invalid --generation-file \"%s\": expected an absolute path",
+			          arg);
+			return -2;
+		}
+		arg_generation_file = arg;
 		return 0;
 	case ARG_BITS:
 		/* The kernel's input pool holds 256 bits; more than 4096 per seed only drains the
@@ -126,6 +187,11 @@ static int option(int c, const char *arg, void *userdata)
 static const struct option options[] = {
     EB_CLI_CLIENT_OPTIONS,
     {"oneshot", no_argument, NULL, ARG_ONESHOT},
+    {"reseed", no_argument, NULL, ARG_RESEED},
+    {"seed-file", required_argument, NULL, ARG_SEED_FILE},
+    {"generation-file", required_argument, NULL, ARG_GENERATION_FILE},
+    {"watch-fork", no_argument, NULL, ARG_WATCH_FORK},
+    {"kmsg", required_argument, NULL, ARG_KMSG},
     {"bits", required_argument, NULL, ARG_BITS},
     {"timeout", required_argument, NULL, ARG_TIMEOUT},
     {"interval", required_argument, NULL, ARG_INTERVAL},
@@ -149,6 +215,36 @@ static int parse_args(int argc, char *argv[], struct eb_client_options *o)
 	r = eb_cli_parse(argc, argv, &program, o, NULL);
 	if (r != EB_CLI_CONTINUE)
 		return r;
+	if (arg_watch_fork && (arg_reseed || arg_oneshot)) {
+		log_error("--watch-fork is a mode of its own; it starts " RESEED_UNIT
+		          ", which runs --reseed");
+		return 2;
+	}
+	if (!arg_watch_fork && strcmp(arg_kmsg, "/dev/kmsg") != 0) {
+		log_error("--kmsg is for --watch-fork");
+		return 2;
+	}
+	if (arg_watch_fork)
+		return EB_CLI_CONTINUE;
+	if (arg_reseed && arg_oneshot) {
+		log_error("--reseed and --oneshot are two modes; choose one");
+		return 2;
+	}
+	if (arg_reseed && (arg_interval_set || arg_ready_timeout_s > 0)) {
+		log_error("--interval and --ready-timeout are not for --reseed");
+		return 2;
+	}
+	if (!arg_reseed && (arg_n_seed_files > 0 ||
+	                    strcmp(arg_generation_file, "/run/entropy-broker/generation") != 0)) {
+		log_error("--seed-file and --generation-file are for --reseed");
+		return 2;
+	}
+	if (arg_reseed) {
+		/* --reseed is a oneshot: its --timeout holds. */
+		if (arg_n_seed_files == 0)
+			arg_seed_files[arg_n_seed_files++] = "/var/lib/systemd/random-seed";
+		return EB_CLI_CONTINUE;
+	}
 	if (arg_oneshot && arg_interval_set) {
 		log_error("--interval is for persistent mode, not --oneshot");
 		return 2;
@@ -277,6 +373,47 @@ static int run_oneshot(struct eb_client *client, int fd)
 	return r;
 }
 
+/* --reseed: one journal line whatever happened, with the generation on success. */
+static int run_reseed(struct eb_client *client, int fd)
+{
+	uint64_t deadline = eb_now_ms() + arg_timeout_s * 1000 -
+	                    MIN((uint64_t)ONESHOT_MARGIN_MS, arg_timeout_s * 1000 / 4);
+	struct sigaction sa = {.sa_handler = on_alarm};
+	uint64_t t0 = eb_now_ms(), credited = 0, generation = 0;
+	const char *step = "draw";
+	char fields[256];
+	int r;
+
+	if (sigaction(SIGALRM, &sa, NULL) < 0)
+		return log_error_errno(errno, "Failed to set up --timeout: %m");
+	alarm((unsigned)arg_timeout_s);
+	r = kernel_feed(client, fd, arg_bits, deadline, &credited, NULL);
+	if (r >= 0)
+		r = kernel_reseed_finish(fd, arg_seed_files, arg_n_seed_files, arg_generation_file,
+		                         &generation, &step);
+	alarm(0);
+	if (r < 0) {
+		snprintf(fields, sizeof(fields),
+		         "MESSAGE_ID=" MSGID_RESEED_FAILED "\nEB_STEP=%s\nEB_BROKER=%s", step,
+		         eb_client_broker(client));
+		(void)log_struct_internal(
+		    LOG_ERR, r, fields,
+		    "Reseed FAILED at %s: %m; the kernel's CRNG, the seed files or the generation "
+		    "may still be the saved state's (%s)",
+		    step, r == -EPERM ? "needs CAP_SYS_ADMIN" : "see the lines above");
+		return r;
+	}
+	snprintf(fields, sizeof(fields),
+	         "MESSAGE_ID=" MSGID_RESEEDED "\nEB_GENERATION=%" PRIu64
+	         "\nEB_CREDITED_BITS=%" PRIu64 "\nEB_BROKER=%s\nEB_RESEED_MS=%" PRIu64,
+	         generation, credited, eb_client_broker(client), eb_now_ms() - t0);
+	log_struct(LOG_INFO, fields,
+	           "Reseeded with %" PRIu64 " bits from %s in %" PRIu64
+	           " ms: CRNG reseeded (RNDRESEEDCRNG), seed files rewritten, generation %" PRIu64,
+	           credited, eb_client_broker(client), eb_now_ms() - t0, generation);
+	return 0;
+}
+
 /* Before 5.18 the pool's count falls as it is used; a refill brings it back to the pool size. */
 static uint64_t refill_bits(int fd)
 {
@@ -401,6 +538,8 @@ int main(int argc, char *argv[])
 	r = parse_args(argc, argv, &o);
 	if (r != EB_CLI_CONTINUE)
 		return r;
+	if (arg_watch_fork)
+		return fork_watch_run(arg_kmsg) < 0 ? 1 : 0;
 	if (arg_oneshot && arg_ready_timeout_s > 0 && arg_ready_timeout_s < arg_timeout_s) {
 		r = ready_bound_start(&rb, o.n_brokers > 0 ? o.brokers[0] : "a broker");
 		if (r < 0) {
@@ -408,7 +547,7 @@ int main(int argc, char *argv[])
 			return 1;
 		}
 	}
-	if (arg_oneshot)
+	if (arg_oneshot || arg_reseed)
 		/* No single operation may outlast the whole --timeout. */
 		o.timeout_ms =
 		    (int)MIN(arg_timeout_s * 1000, (unsigned long long)EB_CLIENT_TIMEOUT_MS);
@@ -434,7 +573,9 @@ int main(int argc, char *argv[])
 		ready_bound_stop(&rb, NULL, r);
 		return 1;
 	}
-	if (arg_oneshot) {
+	if (arg_reseed)
+		r = run_reseed(client, fd);
+	else if (arg_oneshot) {
 		r = run_oneshot(client, fd);
 		ready_bound_stop(&rb, client, r);
 	} else

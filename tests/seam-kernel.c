@@ -5,7 +5,9 @@
  *
  *   ioctl        RNDADDENTROPY, RNDRESEEDCRNG and RNDGETENTCNT are recorded, one line each, to
  *                $EB_SEAM_LOG ("<ms> RNDADDENTROPY entropy_count=N buf_size=M"), and succeed,
- *                or fail with errno $EB_SEAM_ERRNO. Other requests reach the real ioctl.
+ *                or fail with errno $EB_SEAM_ERRNO; RNDRESEEDCRNG alone fails with errno
+ *                $EB_SEAM_RESEED_ERRNO (a process without the right to it). Other requests
+ *                reach the real ioctl.
  *   eb_kernel_crng_ready
  *                with $EB_SEAM_CRNG_FROM_COUNT set, the CRNG is initialised exactly while the
  *                recorded count is 256 or more, as on 5.18+ (start below it with
@@ -132,6 +134,10 @@ int __wrap_ioctl(int fd, unsigned long request, ...)
 	}
 	case RNDRESEEDCRNG:
 		record("RNDRESEEDCRNG");
+		if (env_num("EB_SEAM_RESEED_ERRNO", 0) > 0) {
+			errno = (int)env_num("EB_SEAM_RESEED_ERRNO", 0);
+			return -1;
+		}
 		if (getenv("EB_SEAM_CRNG_FROM_COUNT") && entcnt < 256) {
 			errno = ENODATA;
 			return -1;
