@@ -231,6 +231,33 @@ static void test_restart_cutoff(void **state)
 	assert_int_equal(u, 2);
 }
 
+static void test_restart_counts(void **state)
+{
+	static uint8_t s[ASSESS_RESTARTS * ASSESS_RESTART_LENGTH];
+	struct assess_restart rs;
+	unsigned col_max = 0;
+
+	(void)state;
+	/* Restart i, sample j: (i + j) mod 250, but restart 0 is stuck at 7: its row counts 1000
+	 * sevens, and a column's most common count is worked out here by hand, the slow way. */
+	for (unsigned i = 0; i < ASSESS_RESTARTS; i++)
+		for (unsigned j = 0; j < ASSESS_RESTART_LENGTH; j++)
+			s[i * ASSESS_RESTART_LENGTH + j] = i == 0 ? 7 : (uint8_t)((i + j) % 250);
+	for (unsigned j = 0; j < ASSESS_RESTART_LENGTH; j++)
+		for (unsigned v = 0; v < 250; v++) {
+			unsigned c = 0;
+
+			for (unsigned i = 0; i < ASSESS_RESTARTS; i++)
+				c += s[i * ASSESS_RESTART_LENGTH + j] == v;
+			col_max = c > col_max ? c : col_max;
+		}
+	assert_int_equal(assess_restart_run(s, 8, 7.0, &rs), 0);
+	assert_int_equal(rs.row_max, 1000);
+	assert_int_equal(rs.col_max, col_max);
+	assert_false(rs.sanity);
+	assert_false(rs.validated);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -240,7 +267,7 @@ int main(void)
 	    cmocka_unit_test(test_compression_mean), cmocka_unit_test(test_lag),
 	    cmocka_unit_test(test_noniid_constant),  cmocka_unit_test(test_noniid_binary_literal),
 	    cmocka_unit_test(test_iid_statistics),   cmocka_unit_test(test_iid_verdicts),
-	    cmocka_unit_test(test_restart_cutoff),
+	    cmocka_unit_test(test_restart_cutoff),   cmocka_unit_test(test_restart_counts),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

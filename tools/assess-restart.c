@@ -104,7 +104,8 @@ static unsigned most_common(const uint8_t *s, bool by_row)
 			uint8_t v = by_row ? s[a * ASSESS_RESTART_LENGTH + b]
 			                   : s[b * ASSESS_RESTART_LENGTH + a];
 
-			best = MAX(best, ++count[v]);
+			count[v]++;
+			best = MAX(best, count[v]);
 		}
 	}
 	return best;

@@ -92,7 +92,7 @@ def main():
         with open(path) as f:
             rows = list(rows_non_iid(name, json.load(f)))
         iid_dirs = [(d, "iid_full", 100000)]
-        if len(sys.argv) == 3:
+        if len(sys.argv) >= 3:
             iid_dirs.append((sys.argv[2], "iid", 10000))
         for where, track, samples in iid_dirs:
             p = os.path.join(where, f"{name}.iid.json")
