@@ -332,6 +332,20 @@ static bool linger(struct session *s)
 	return false; /* it had its share: close, with a reset if it still sends */
 }
 
+/* Whether the session still owes the peer answers: a GET waiting, or whole frames read and not
+ * yet handled. */
+static bool owes_answers(struct session *s)
+{
+	struct eb_frame f;
+	size_t size;
+
+	if (s->reg.state != SESSION_HELLO && s->reg.state != SESSION_READY)
+		return false;
+	return serve_waiting(s->broker, &s->get) ||
+	       (s->rstart < s->rend &&
+	        eb_frame_parse(s->rbuf + s->rstart, s->rend - s->rstart, &f, &size) != -EAGAIN);
+}
+
 /* A peer's turn in the loop ends after this many TLS records, however many reads they took: one
  * read may take many records (OpenSSL handles post-handshake messages and empty records inside
  * it), and a turn bounded in reads alone was not bounded. A 64 KiB PUT is 4 records; a turn
@@ -353,6 +367,12 @@ static ssize_t pump_read(struct session *s)
 		return r;
 	}
 	k = eb_conn_read(s->conn, s->rbuf + s->rend, s->rcap - s->rend);
+	if (k == 0 && owes_answers(s)) {
+		/* The peer ended its side after its last request (docs/protocol.md 1.1, "A session
+		 * the broker ends"): it is answered, then the session ends at once. */
+		s->peer_done = true;
+		return 0;
+	}
 	if (k == 0) {
 		log_gone(s, 0);
 		/* An orderly end, the peer's: TLS says so with close_notify before the FIN, so
@@ -408,6 +428,19 @@ void session_pump(struct session *s)
 		if (s->reg.state == SESSION_CLOSING) {
 			if (s->wend > s->wstart || linger(s))
 				break;
+			goto close;
+		}
+		if (s->peer_done) {
+			/* Nothing more comes: what was read is handled, each answer flushed at the
+			 * top of the next round; then close_notify, and the session ends. */
+			if (process_frames(s) || s->reg.state == SESSION_CLOSING) {
+				more = true; /* should the budget end here, come back */
+				continue;
+			}
+			if (s->wend > s->wstart || owes_answers(s))
+				break; /* the socket's room, or answer_get(), brings it back */
+			log_gone(s, 0);
+			eb_conn_shutdown(s->conn);
 			goto close;
 		}
 		k = pump_read(s);

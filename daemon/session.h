@@ -52,6 +52,7 @@ struct session {
 	uint32_t io_events;   /* what s->io was last set to watch */
 	bool frame_started;   /* frame_timer runs for the partial frame at rbuf's head */
 	bool lingering;       /* CLOSING: our side is shut, what the peer still sends is dropped */
+	bool peer_done;       /* the peer ended its side with requests still to answer */
 	size_t lingered;      /* bytes dropped so far, up to SESSION_LINGER_BYTES */
 	char peer[128];       /* "tcp [::1]:40000", "unix pid=12 uid=1000" */
 	const char *listener; /* the listener's name */

@@ -53,6 +53,9 @@ struct eb_client {
 	 * is never a loop; an answer resets it. */
 	struct eb_backoff backoff;
 	bool served, unserved_end;
+	/* eb_client_end_requests(): the session's requests are ended (until a disconnect), and the
+	 * broker has shown it does not answer after that (for the client's whole life). */
+	bool ended, no_end;
 
 	uint8_t buf[EB_FRAME_MAX];
 };

@@ -71,6 +71,16 @@ int eb_client_wait_wake(struct eb_client *c);
  * says whether to send. */
 int eb_client_poll_wake(struct eb_client *c);
 
+/* Says that the requests sent so far are the session's last (docs/protocol.md 1.1, "A session
+ * the broker ends"): the client ends its side (close_notify over TLS, a shutdown of its writing
+ * over plain unix), and the broker answers them, then ends the session, closing first, so that a
+ * balancer between the two sees an orderly close. Nothing more can be sent on this session.
+ * -EOPNOTSUPP when a broker has shown it does not know the rule (it ended a session before its
+ * answers), and the side stays open; -ENOTCONN when not connected. */
+int eb_client_end_requests(struct eb_client *c);
+/* Whether eb_client_end_requests() ended this session's requests. */
+bool eb_client_ended(const struct eb_client *c);
+
 /* Sends a GET for len bytes (8..EB_DATA_MAX); -EBUSY with EB_CLIENT_GETS_MAX in flight. */
 int eb_client_request(struct eb_client *c, size_t len, enum eb_get_mode mode);
 /* Receives the answer to the oldest request: 0 with DATA in buf (*ret_len bytes, 1 to what was

@@ -351,7 +351,9 @@ bool eb_conn_wants_write(const struct eb_conn *c)
 
 void eb_conn_shutdown(struct eb_conn *c)
 {
-	if (c->ssl && c->handshake_done) {
+	/* Once said, close_notify is not said again: a second SSL_shutdown() would wait for the
+	 * peer's instead. */
+	if (c->ssl && c->handshake_done && !(SSL_get_shutdown(c->ssl) & SSL_SENT_SHUTDOWN)) {
 		ERR_clear_error();
 		(void)SSL_shutdown(c->ssl);
 		ERR_clear_error();

@@ -171,14 +171,20 @@ static int lose(struct run *s, int r)
 	return 0;
 }
 
-/* Asks for what the program wants, up to the window. */
+/* Asks for what the program wants, up to the window. A one-shot program that wants nothing
+ * beyond its GETs out says they are the session's last; a broker that does not know the rule
+ * (-EOPNOTSUPP) just keeps the session open. */
 static int request(struct run *s)
 {
-	while (s->n_in_flight < s->window) {
+	/* A one-shot program is asked even with the window full, to learn whether the GETs out
+	 * are its last (its want() does not block). */
+	while (s->p->oneshot ? !eb_client_ended(s->c) : s->n_in_flight < s->window) {
 		size_t n = s->ops->want(s->userdata, s->c, s->in_flight_bytes);
 		int r;
 
-		if (n == 0 || n == EB_SINK_WANT_CONNECT)
+		if (n == 0 && s->p->oneshot && s->n_in_flight > 0)
+			(void)eb_client_end_requests(s->c);
+		if (n == 0 || n == EB_SINK_WANT_CONNECT || s->n_in_flight >= s->window)
 			break;
 		n = MIN(n, (size_t)EB_DATA_MAX);
 		r = eb_client_request(s->c, n, s->p->mode);
@@ -249,6 +255,12 @@ static int step(struct run *s)
 		if (s->ops->want(s->userdata, s->c, 0) == 0)
 			return idle(s);
 		return connect_broker(s);
+	}
+	/* The last answers of a session whose requests were ended are in, and more is wanted (a
+	 * short DATA, an EMPTY): the broker ends that session; the next turn connects again. */
+	if (s->p->oneshot && s->n_in_flight == 0 && eb_client_ended(s->c)) {
+		eb_client_disconnect(s->c);
+		return 0;
 	}
 	if (s->n_in_flight == 0 && s->ops->between) {
 		r = s->ops->between(s->userdata, s->c);

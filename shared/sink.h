@@ -73,7 +73,11 @@ struct eb_sink_params {
 	unsigned backoff_min_ms; /* between connect passes, with wait() only; 0: the */
 	unsigned backoff_max_ms; /* client's (EB_BACKOFF_RECONNECT_MIN_MS, _MAX_MS) */
 	bool persist;            /* a refusal is retried on the back-off too (with wait() only) */
-	uint8_t *buf;            /* EB_DATA_MAX bytes for DATA; NULL: the runtime's own, locked */
+	/* want() returning 0 while GETs are out means the program is done once they are answered
+	 * in full (a one-shot draw): the GETs then end the session's requests
+	 * (eb_client_end_requests()), and the broker ends the session after its answers. */
+	bool oneshot;
+	uint8_t *buf; /* EB_DATA_MAX bytes for DATA; NULL: the runtime's own, locked */
 };
 
 /* Runs until take() says EB_SINK_DONE (0), nothing is wanted without wait() (0), or an error

@@ -285,6 +285,8 @@ int main(int argc, char *argv[])
 		return 2;
 	eb_cli_client_watch(client);
 	p.mode = arg_mode;
+	/* --bytes N is one draw: the broker ends the session after its last answer. */
+	p.oneshot = !arg_fifo;
 	if (arg_timeout_s > 0) {
 		p.deadline_ms = eb_now_ms() + arg_timeout_s * 1000;
 		/* Every wait of the client ends there too, whatever the broker sends. */

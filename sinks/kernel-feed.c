@@ -94,7 +94,9 @@ int kernel_feed(struct eb_client *client, int fd, uint64_t want, uint64_t deadli
                 uint64_t *ret_credited, int *ready_first)
 {
 	struct feed f = {.fd = fd, .want = want, .deadline = deadline, .ready_first = ready_first};
-	const struct eb_sink_params p = {.mode = EB_GET_FULL, .deadline_ms = deadline};
+	/* One draw and done: the broker ends the session after its last answer. */
+	const struct eb_sink_params p = {
+	    .mode = EB_GET_FULL, .deadline_ms = deadline, .oneshot = true};
 	int r;
 
 	/* Every wait of the client ends by the deadline too, whatever the broker sends. */

@@ -47,6 +47,9 @@ static struct fake {
 	char events[64]; /* C connected, S served, D data, W waiting, L lost, R retrying,
 	                    U unreachable, X refused */
 	size_t n_events;
+	bool ended;         /* eb_client_end_requests() on this connection */
+	size_t ended_after; /* GETs asked when it was */
+	int ends;           /* sessions whose requests were ended */
 } fake;
 
 static struct eb_client *const client = (struct eb_client *)&fake;
@@ -93,6 +96,26 @@ void __wrap_eb_client_disconnect(struct eb_client *c)
 	(void)c;
 	fake.connected = false;
 	fake.n_pending = 0;
+	fake.ended = false;
+}
+
+int __wrap_eb_client_end_requests(struct eb_client *c);
+int __wrap_eb_client_end_requests(struct eb_client *c)
+{
+	(void)c;
+	assert_true(fake.connected);
+	assert_false(fake.ended);
+	fake.ended = true;
+	fake.ended_after = fake.n_asked;
+	fake.ends++;
+	return 0;
+}
+
+bool __wrap_eb_client_ended(const struct eb_client *c);
+bool __wrap_eb_client_ended(const struct eb_client *c)
+{
+	(void)c;
+	return fake.ended;
 }
 
 int __wrap_eb_client_request(struct eb_client *c, size_t len, enum eb_get_mode mode);
@@ -103,6 +126,7 @@ int __wrap_eb_client_request(struct eb_client *c, size_t len, enum eb_get_mode m
 	assert_true(fake.connected);
 	assert_in_range(len, 1, EB_DATA_MAX);
 	assert_true(fake.n_pending < EB_CLIENT_GETS_MAX);
+	assert_false(fake.ended); /* nothing is sent after the end */
 	assert_true(fake.n_asked < ELEMENTSOF(fake.asked));
 	fake.asked[fake.n_asked++] = len;
 	fake.pending[fake.n_pending++] = len;
@@ -302,6 +326,45 @@ static void test_draw_window(void **state)
 	assert_int_equal(fake.connects, 1);
 	assert_int_equal(fake.n_rests, 0);
 	assert_string_equal(fake.events, "CSDDD");
+}
+
+/* A one-shot draw ends the session's requests with its last GET; a short answer after the end is
+ * asked for again on a new session. */
+static void test_oneshot_ends_requests(void **state)
+{
+	static const struct answer a[] = {{0, FULL, 0, 0}, {0, FULL, 0, 0}, {0, FULL, 0, 0}};
+	static const struct answer short_one[] = {{0, FULL, 0, 10}, {0, FULL, 0, 0}};
+	struct program pg = {.total = 100, .chunk = 40};
+	struct eb_sink_params p = {.mode = EB_GET_FULL, .window = 2, .oneshot = true};
+
+	(void)state;
+	script(a, ELEMENTSOF(a));
+	assert_int_equal(eb_sink_run(client, &p, &program_ops, &pg), 0);
+	assert_int_equal(pg.taken, 100);
+	assert_int_equal(fake.n_asked, 3);
+	assert_int_equal(fake.ends, 1);
+	assert_int_equal(fake.ended_after, 3); /* with the last GET, not before */
+	assert_int_equal(fake.connects, 1);
+
+	/* Without oneshot, nothing is ended. */
+	fake = (struct fake){.now_ms = 1000};
+	script(a, ELEMENTSOF(a));
+	pg = (struct program){.total = 100, .chunk = 40};
+	p.oneshot = false;
+	assert_int_equal(eb_sink_run(client, &p, &program_ops, &pg), 0);
+	assert_int_equal(fake.ends, 0);
+
+	fake = (struct fake){.now_ms = 1000};
+	script(short_one, ELEMENTSOF(short_one));
+	pg = (struct program){.total = 40, .chunk = 40};
+	p = (struct eb_sink_params){.mode = EB_GET_FULL, .oneshot = true};
+	assert_int_equal(eb_sink_run(client, &p, &program_ops, &pg), 0);
+	assert_int_equal(pg.taken, 40);
+	assert_int_equal(fake.n_asked, 2);
+	assert_int_equal(fake.asked[1], 30);
+	assert_int_equal(fake.ends, 2);
+	assert_int_equal(fake.connects, 2);
+	assert_string_equal(fake.events, "CSDCSD"); /* no "lost": the session ended as asked */
 }
 
 /* A short DATA: what it did not bring is asked for again. */
@@ -532,6 +595,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup(test_draw_window, setup),
 	    cmocka_unit_test_setup(test_short_data_asked_again, setup),
+	    cmocka_unit_test_setup(test_oneshot_ends_requests, setup),
 	    cmocka_unit_test_setup(test_empty_and_quota_back_off, setup),
 	    cmocka_unit_test_setup(test_deadline, setup),
 	    cmocka_unit_test_setup(test_connection_loss, setup),

@@ -6,22 +6,23 @@
  * judges the broker; and without SSL_OP_IGNORE_UNEXPECTED_EOF, so that a bare EOF shows.
  *
  * Usage: attack-tls-peer HOST PORT USER KEYFILE put|garbage|hold|keyupdate=N|busy=N
- * [SOURCE-ADDRESS] put      a PUT, which a sink-only user may not send (ERROR FORBIDDEN) garbage  a
- * frame header with an unknown type (ERROR PROTOCOL) keyupdate=N  for attack-keyupdate.py: after
- * WELCOME, N TLS 1.3 KeyUpdate messages, each in a record of its own, written as fast as the socket
- * takes them; prints "bytes SENT of TOTAL", "seconds S", and "close: closed" when the broker ended
- * the session (before or after all were sent), "close: open" when it did not. hold     for
- * test-reload.py: the handshake up to the client's Finished, which is held back (the broker has
- * looked the key up and answered); prints "held" and waits for a line on stdin; then sends it and
- * HELLO as a sink, and prints "welcome", "error CODE" or "closed" for what came back. busy=N   for
- * attack-refused.py: N sessions one after the other, each a handshake, HELLO as a sink and the
- * broker's answer, all held open; then waits for a line on stdin and prints "welcome W", "refused
- * R" (ERROR frames), "unanswered U" (no handshake or no answer) and "closed C": how many of the N
- * the broker had closed by then; $TLS_PEER_ROLES (1..7) asks for other roles than the sink's (2)
- * in their HELLO. USER is the PSK identity as sent ("USER/KEYID" names a key). SOURCE-ADDRESS: an
- * IPv4 address to connect from (the attack tests' attacker is 127.0.0.2). Prints "welcome", "error
- * CODE" and one of "close: close_notify", "close: eof", "close: other ..."; exits 0 when it got
- * that far, 1 otherwise. */
+ * [SOURCE-ADDRESS] last: after WELCOME, a GET of 256 bits and close_notify, then prints "answer T"
+ * (the answer's frame type, -1 for none) and how the session ended. put      a PUT, which a
+ * sink-only user may not send (ERROR FORBIDDEN) garbage  a frame header with an unknown type (ERROR
+ * PROTOCOL) keyupdate=N  for attack-keyupdate.py: after WELCOME, N TLS 1.3 KeyUpdate messages, each
+ * in a record of its own, written as fast as the socket takes them; prints "bytes SENT of TOTAL",
+ * "seconds S", and "close: closed" when the broker ended the session (before or after all were
+ * sent), "close: open" when it did not. hold     for test-reload.py: the handshake up to the
+ * client's Finished, which is held back (the broker has looked the key up and answered); prints
+ * "held" and waits for a line on stdin; then sends it and HELLO as a sink, and prints "welcome",
+ * "error CODE" or "closed" for what came back. busy=N   for attack-refused.py: N sessions one after
+ * the other, each a handshake, HELLO as a sink and the broker's answer, all held open; then waits
+ * for a line on stdin and prints "welcome W", "refused R" (ERROR frames), "unanswered U" (no
+ * handshake or no answer) and "closed C": how many of the N the broker had closed by then;
+ * $TLS_PEER_ROLES (1..7) asks for other roles than the sink's (2) in their HELLO. USER is the PSK
+ * identity as sent ("USER/KEYID" names a key). SOURCE-ADDRESS: an IPv4 address to connect from (the
+ * attack tests' attacker is 127.0.0.2). Prints "welcome", "error CODE" and one of "close:
+ * close_notify", "close: eof", "close: other ..."; exits 0 when it got that far, 1 otherwise. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
@@ -328,6 +329,8 @@ int main(int argc, char **argv)
 	                                    0, 0, 0, 64, 0, 0, 0, 8,  /* credit 64, len 8 */
 	                                    1, 2, 3, 4,  5, 6, 7, 8};
 	static const unsigned char garbage[] = {99, 0, 0, 0, 0, 0, 0, 0};
+	static const unsigned char get[] = {5, 0, 0, 0, 0, 0, 0, 8,  /* header: GET, 8 bytes */
+	                                    0, 0, 1, 0, 0, 0, 0, 0}; /* 256 bits, full */
 	unsigned char payload[64], c;
 	SSL_CTX *ctx;
 	SSL *ssl;
@@ -354,9 +357,10 @@ int main(int argc, char **argv)
 	}
 	if ((argc != 6 && argc != 7) || strlen(argv[3]) == 0 || strlen(argv[3]) >= sizeof(user) ||
 	    (strcmp(argv[5], "put") != 0 && strcmp(argv[5], "garbage") != 0 &&
-	     strcmp(argv[5], "hold") != 0 && keyupdates == 0 && sessions == 0)) {
+	     strcmp(argv[5], "hold") != 0 && strcmp(argv[5], "last") != 0 && keyupdates == 0 &&
+	     sessions == 0)) {
 		fprintf(stderr,
-		        "Usage: %s HOST PORT USER KEYFILE put|garbage|hold|keyupdate=N|busy=N "
+		        "Usage: %s HOST PORT USER KEYFILE put|garbage|hold|last|keyupdate=N|busy=N "
 		        "[SOURCE-ADDRESS]\n",
 		        argv[0]);
 		return 2;
@@ -422,16 +426,25 @@ int main(int argc, char **argv)
 		SSL_CTX_free(ctx);
 		return r;
 	}
-	if (strcmp(argv[5], "put") == 0)
-		r = write_all(ssl, put, sizeof(put));
-	else
-		r = write_all(ssl, garbage, sizeof(garbage));
-	t = r < 0 ? -1 : read_frame(ssl, payload, sizeof(payload));
-	if (t != 11) {
-		fprintf(stderr, "%s: no ERROR (frame type %d)\n", argv[0], t);
-		return 1;
+	if (strcmp(argv[5], "last") == 0) {
+		/* A GET, then close_notify: the session's last request (docs/protocol.md 1.1). */
+		r = write_all(ssl, get, sizeof(get));
+		if (r == 0 && SSL_shutdown(ssl) < 0)
+			r = -1;
+		t = r < 0 ? -1 : read_frame(ssl, payload, sizeof(payload));
+		printf("answer %d\n", t);
+	} else {
+		if (strcmp(argv[5], "put") == 0)
+			r = write_all(ssl, put, sizeof(put));
+		else
+			r = write_all(ssl, garbage, sizeof(garbage));
+		t = r < 0 ? -1 : read_frame(ssl, payload, sizeof(payload));
+		if (t != 11) {
+			fprintf(stderr, "%s: no ERROR (frame type %d)\n", argv[0], t);
+			return 1;
+		}
+		printf("error %u\n", (unsigned)payload[0] << 8 | payload[1]);
 	}
-	printf("error %u\n", (unsigned)payload[0] << 8 | payload[1]);
 
 	/* Nothing may follow the ERROR but the end of the session: how does it end? */
 	ERR_clear_error();
