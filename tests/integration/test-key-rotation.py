@@ -6,8 +6,9 @@ VM makes) runs with the user's key, a second key is added with an id (a reload t
 nothing), the storm moves to it (--key-id), and the old key is removed (a reload that closes
 exactly the sessions that logged in with it). Not one draw fails, and the reload lines say what
 they did. Sessions held open with each key (attack-tls-peer busy=1) show which ones are closed.
-A downstream broker moves by a restart with its [upstream] key-file= and key-id=, while the
-storm draws through it."""
+A downstream broker moves by a restart with its [upstream] key-file= and key-id=; the storm draws
+through it before and after (a restart cuts the handshakes under way, so the storm waits for it:
+that is the restart's cost, not the rotation's)."""
 import os
 import signal
 import subprocess
@@ -56,6 +57,9 @@ class Storm:
         self.done_with = {}  # creds -> draws finished with them
         self.errors = []
         self.stop = False
+        self.go = threading.Event()  # cleared: no new session starts
+        self.go.set()
+        self.active = 0
         self.lock = threading.Lock()
         self.threads = [threading.Thread(target=self.run) for _ in range(THREADS)]
         for t in self.threads:
@@ -63,9 +67,14 @@ class Storm:
 
     def run(self):
         while not self.stop:
+            if not self.go.wait(0.1):
+                continue
+            with self.lock:
+                self.active += 1
             creds = self.creds
             p = subprocess.run(self.cmd(creds), capture_output=True, timeout=60)
             with self.lock:
+                self.active -= 1
                 if p.returncode == 0:
                     self.ok += 1
                     self.done_with[creds] = self.done_with.get(creds, 0) + 1
@@ -81,6 +90,11 @@ class Storm:
         self.creds = creds
         wait_for(f"{THREADS} sessions with the new key",
                  lambda: self.done_with.get(creds, 0) >= start + 2 * THREADS, timeout=60)
+
+    def pause(self):
+        """No new session starts; returns once those under way are done."""
+        self.go.clear()
+        wait_for("the storm's sessions under way", lambda: self.active == 0, timeout=60)
 
     def end(self):
         self.stop = True
@@ -118,7 +132,11 @@ def rotate(b, user, roles, storm_cmd, what, move=None):
               f"{what}: adding a key closes nothing ({line})")
         # 2. The clients move to it, by its id; one session stays on each key.
         if move:
+            # A restart is no rotation: a session in its handshake when the broker stops is
+            # cut, and the storm waits for it.
+            storm.pause()
             move(new)
+            storm.go.set()
             storm.move(storm.creds)
         else:
             storm.move((new, "2"))
