@@ -205,6 +205,7 @@ static void event(void *userdata, struct eb_client *c, enum eb_sink_event e, int
 	case EB_SINK_DATA:        /* take() sends it */
 	case EB_SINK_WAITING:     /* an EMPTY or QUOTA is not worth a note */
 	case EB_SINK_LOST:        /* EB_SINK_RETRYING follows */
+	case EB_SINK_MOVING:      /* the connect that follows says where */
 	case EB_SINK_UNREACHABLE: /* not without a deadline */
 	case EB_SINK_REFUSED:     /* not with persist */
 	case _EB_SINK_EVENT_MAX:

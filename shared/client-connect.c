@@ -402,6 +402,7 @@ static int connect_srv(struct eb_client *c, unsigned i)
 {
 	struct eb_srv *s = c->srv[i];
 	struct eb_lookup_bound bound = lookup_bound(c);
+	size_t order[EB_SRV_TARGETS_MAX];
 	int n, r = -EHOSTUNREACH;
 
 	c->current = (int)i;
@@ -418,8 +419,10 @@ static int connect_srv(struct eb_client *c, unsigned i)
 		snprintf(c->last_error, sizeof(c->last_error), "%s", eb_srv_error(s));
 		return n == -ENOENT || n == -EBADMSG ? -EHOSTUNREACH : n;
 	}
-	for (int j = 0; j < n; j++) {
-		const struct eb_srv_record *t = eb_srv_target(s, (size_t)j);
+	n = (int)eb_srv_try_order(s, c->leaving ? c->left.host : NULL, c->left.port, order);
+	for (int k = 0; k < n; k++) {
+		size_t j = order[k];
+		const struct eb_srv_record *t = eb_srv_target(s, j);
 		char name[sizeof(c->current_text)];
 
 		c->target = (struct eb_uri){.kind = EB_URI_TCP, .port = t->port};
@@ -429,7 +432,7 @@ static int connect_srv(struct eb_client *c, unsigned i)
 		r = connect_one(c, i, &c->target, name);
 		if (r >= 0 || r == -ECANCELED)
 			return r;
-		eb_srv_failed(s, (size_t)j);
+		eb_srv_failed(s, j);
 		if (out_of_time(c))
 			break;
 	}
@@ -466,10 +469,34 @@ int client_srv_follow(struct eb_client *c)
 	return -ENOTCONN;
 }
 
+bool eb_client_has_other(const struct eb_client *c)
+{
+	if (c->n_uris > 1)
+		return true;
+	return c->conn && c->current >= 0 && c->srv[c->current] &&
+	       eb_srv_has_peer(c->srv[c->current], c->target.host, c->target.port);
+}
+
+void eb_client_leave(struct eb_client *c, const char *why)
+{
+	struct eb_srv *s = c->current >= 0 ? c->srv[c->current] : NULL;
+
+	/* A srv: target with a peer of its priority moves to the peer; anything else to the next
+	 * address, as after a broker that went away. */
+	c->leaving = c->conn && s && eb_srv_has_peer(s, c->target.host, c->target.port);
+	if (c->leaving)
+		c->left = c->target;
+	snprintf(c->last_error, sizeof(c->last_error), "%s", why);
+	eb_client_disconnect(c);
+}
+
 int eb_client_connect(struct eb_client *c)
 {
 	unsigned start = c->current < 0 ? 0 : ((unsigned)c->current + 1) % c->n_uris;
 	int r = -EHOSTUNREACH;
+
+	if (c->leaving)
+		start = (unsigned)c->current;
 
 	eb_client_disconnect(c);
 	for (unsigned k = 0; k < c->n_uris; k++) {
@@ -481,6 +508,7 @@ int eb_client_connect(struct eb_client *c)
 		if (r >= 0 || r == -ECANCELED || out_of_time(c))
 			break;
 	}
+	c->leaving = false;
 	if (c->watch)
 		c->watch(c, r < 0 ? r : 0, c->watch_userdata);
 	return r < 0 ? r : 0;

@@ -25,6 +25,10 @@ struct eb_client {
 	struct eb_srv *srv[EB_CLIENT_BROKERS_MAX];
 	struct eb_uri target;
 	char current_text[300];
+	/* eb_client_leave(): the next pass begins at the address left when its srv: target left
+	 * (left, a tcp: address) has another of its priority, trying that one after the others. */
+	bool leaving;
+	struct eb_uri left;
 	char user[EB_KIND_MAX + 1];
 	char kind[EB_KIND_MAX + 1];
 	unsigned roles;

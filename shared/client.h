@@ -52,6 +52,14 @@ int eb_client_connect(struct eb_client *c);
  * (0: forever) passes. */
 int eb_client_connect_retry(struct eb_client *c, int deadline_ms);
 void eb_client_disconnect(struct eb_client *c);
+/* Whether the list holds another target than the one in use: another address, or another target
+ * of the same priority of the srv: address in use. */
+bool eb_client_has_other(const struct eb_client *c);
+/* Disconnects, with why as eb_client_last_error(), so that the next eb_client_connect() tries the
+ * other targets first: the next target of the srv: address in use of the same priority, else the
+ * next address; the one left comes last in that pass. For a sink whose broker has only EMPTY to
+ * give while another may have entropy (sink.h). */
+void eb_client_leave(struct eb_client *c, const char *why);
 bool eb_client_connected(const struct eb_client *c);
 /* The connection's socket, to watch for the broker going away while idle (poll POLLRDHUP);
  * -EBADF when not connected. Not to read or write: TLS owns it. */

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -27,6 +29,13 @@ struct run {
 	unsigned n_in_flight;
 	uint64_t in_flight_bytes;
 	bool served; /* the broker has answered since this connection began */
+	/* How long the sink has rested on EMPTY answers since the last DATA on this connection, and
+	 * how long it may before it moves (EB_SINK_LEAVE_EMPTY_MIN_MS; 0: no EMPTY yet). Rests, not
+	 * the clock: a sink that wanted nothing for an hour between two EMPTY answers has not
+	 * waited on an empty broker for an hour. */
+	uint64_t empty_waited_ms;
+	uint64_t empty_bound_ms;
+	struct eb_backoff leave;
 	uint8_t *buf;
 };
 
@@ -54,6 +63,10 @@ void eb_sink_log_event(struct eb_client *c, enum eb_sink_event e, int r, unsigne
 	case EB_SINK_LOST:
 		log_warning_errno(r, "Lost broker %s: %s; failing over", eb_client_broker(c),
 		                  eb_client_last_error(c));
+		break;
+	case EB_SINK_MOVING:
+		log_notice("Broker %s has answered only EMPTY for %u s; trying another broker",
+		           eb_client_broker(c), ms / 1000);
 		break;
 	case EB_SINK_RETRYING:
 		/* The watch (eb_cli_client_watch()) has logged it, at a bounded rate. */
@@ -107,6 +120,7 @@ static void forget_requests(struct run *s)
 {
 	s->n_in_flight = 0;
 	s->in_flight_bytes = 0;
+	s->empty_bound_ms = 0;
 }
 
 /* A thread's way: one pass, then a back-off it can be stopped in. 0 also when not connected:
@@ -208,6 +222,27 @@ static void answered(struct run *s)
 	}
 }
 
+/* An EMPTY: true when it is the one past the bound and the sink has moved off the broker
+ * (EB_SINK_LEAVE_EMPTY_MIN_MS). */
+static bool leave_empty(struct run *s)
+{
+	char why[128];
+
+	if (s->empty_bound_ms == 0) {
+		s->empty_waited_ms = 0;
+		/* At least EB_SINK_LEAVE_EMPTY_MIN_MS / 2: never 0, which means no EMPTY yet. */
+		s->empty_bound_ms = eb_backoff_next(&s->leave);
+		return false;
+	}
+	if (s->empty_waited_ms < s->empty_bound_ms || !eb_client_has_other(s->c))
+		return false;
+	event(s, EB_SINK_MOVING, -EAGAIN, (unsigned)MIN(s->empty_waited_ms, (uint64_t)UINT_MAX));
+	snprintf(why, sizeof(why), "it answered only EMPTY for %" PRIu64 " ms", s->empty_waited_ms);
+	forget_requests(s);
+	eb_client_leave(s->c, why);
+	return true;
+}
+
 static int starve(struct run *s, int r, uint32_t retry_ms)
 {
 	unsigned max = s->p->retry_max_ms ? s->p->retry_max_ms : RETRY_MAX_MS;
@@ -216,6 +251,8 @@ static int starve(struct run *s, int r, uint32_t retry_ms)
 	if (s->p->deadline_ms)
 		ms = (unsigned)MIN((uint64_t)ms, remaining_ms(s));
 	event(s, EB_SINK_WAITING, r, ms);
+	if (r == -EAGAIN)
+		s->empty_waited_ms += ms;
 	return rest(s, (int)ms);
 }
 
@@ -223,6 +260,8 @@ static int deliver(struct run *s, size_t len, uint32_t bits)
 {
 	int r;
 
+	s->empty_bound_ms = 0;
+	eb_backoff_reset(&s->leave);
 	event(s, EB_SINK_DATA, 0, 0);
 	r = s->ops->take(s->userdata, s->c, s->buf, len, bits);
 	explicit_bzero(s->buf, len);
@@ -275,6 +314,8 @@ static int step(struct run *s)
 		if (r >= 0 || r == -EAGAIN || r == -EDQUOT)
 			answered(s);
 	}
+	if (r == -EAGAIN && leave_empty(s))
+		return 0;
 	if (r == -EAGAIN || r == -EDQUOT)
 		return starve(s, r, retry);
 	if ((r == -EACCES || r == -EPROTONOSUPPORT) && !s->p->persist) {
@@ -299,6 +340,7 @@ int eb_sink_run(struct eb_client *c, const struct eb_sink_params *p, const struc
 	    .window = MIN(MAX(p->window, 1u), (unsigned)EB_CLIENT_GETS_MAX),
 	    .backoff = EB_BACKOFF_INIT(p->backoff_min_ms ?: EB_BACKOFF_RECONNECT_MIN_MS,
 	                               p->backoff_max_ms ?: EB_BACKOFF_RECONNECT_MAX_MS),
+	    .leave = EB_BACKOFF_INIT(EB_SINK_LEAVE_EMPTY_MIN_MS, EB_SINK_LEAVE_EMPTY_MAX_MS),
 	    .buf = p->buf,
 	};
 	int r;

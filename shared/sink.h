@@ -29,12 +29,22 @@ enum eb_sink_event {
 	EB_SINK_DATA,        /* a DATA, before take() */
 	EB_SINK_WAITING,     /* r: -EAGAIN (EMPTY) or -EDQUOT (QUOTA); ms: the rest it costs */
 	EB_SINK_LOST,        /* r: the broker went away or broke the protocol; failing over */
+	EB_SINK_MOVING,      /* ms: the broker gave only EMPTY that long; moving to another */
 	EB_SINK_RETRYING,    /* r: a connect pass failed; ms: the back-off (with wait() only) */
 	EB_SINK_UNREACHABLE, /* r: no broker could be reached by the deadline; the run ends */
 	EB_SINK_REFUSED,     /* r: the broker refused this client; the run ends */
 	_EB_SINK_EVENT_MAX,
 	_EB_SINK_EVENT_INVALID = -EINVAL,
 };
+
+/* A sink leaves a broker that has answered only EMPTY (no DATA) for a bound drawn uniformly
+ * from [ceiling/2, ceiling] when its list has another target (eb_client_has_other()), at the
+ * next EMPTY past it: a broker with nothing to give holds no sink while another may have
+ * entropy. The ceiling starts here and doubles with each move that DATA has not followed, up to
+ * the max, so that sinks of a fleet whose brokers are all empty neither move in step nor go round
+ * them faster and faster; DATA starts it again. */
+#define EB_SINK_LEAVE_EMPTY_MIN_MS 20000
+#define EB_SINK_LEAVE_EMPTY_MAX_MS 320000
 
 struct eb_sink_ops {
 	/* Bytes to ask for next, beyond in_flight bytes already asked for (capped at EB_DATA_MAX);

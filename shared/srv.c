@@ -411,6 +411,49 @@ bool eb_srv_still_best(const struct eb_srv *s, const char *host, uint16_t port)
 	return found && s->n > 0 && found->priority == s->recs[0].priority;
 }
 
+/* The index of host:port among the targets, or s->n. */
+static size_t find(const struct eb_srv *s, const char *host, uint16_t port)
+{
+	size_t i;
+
+	for (i = 0; i < s->n; i++)
+		if (s->recs[i].port == port && strcasecmp(s->recs[i].target, host) == 0)
+			break;
+	return i;
+}
+
+bool eb_srv_has_peer(const struct eb_srv *s, const char *host, uint16_t port)
+{
+	size_t at = find(s, host, port);
+
+	for (size_t i = 0; i < s->n && at < s->n; i++)
+		if (i != at && s->recs[i].priority == s->recs[at].priority)
+			return true;
+	return false;
+}
+
+size_t eb_srv_try_order(const struct eb_srv *s, const char *left_host, uint16_t left_port,
+                        size_t *ret)
+{
+	size_t left = left_host ? find(s, left_host, left_port) : s->n, k = 0;
+	bool placed = left >= s->n;
+
+	/* The records are ordered by priority: the left one goes before the first record past
+	 * it of another priority, or last. */
+	for (size_t i = 0; i < s->n; i++) {
+		if (i == left)
+			continue;
+		if (!placed && i > left && s->recs[i].priority != s->recs[left].priority) {
+			ret[k++] = left;
+			placed = true;
+		}
+		ret[k++] = i;
+	}
+	if (!placed)
+		ret[k++] = left;
+	return k;
+}
+
 bool eb_srv_should_leave(struct eb_srv *s, const char *host, uint16_t port, uint64_t now_ms)
 {
 	if (s->leave_ms == 0)

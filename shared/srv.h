@@ -90,6 +90,16 @@ bool eb_srv_still_best(const struct eb_srv *s, const char *host, uint16_t port);
  * over because it failed, with the records as they were, is no reason: a client stays on the
  * one that works. */
 bool eb_srv_should_leave(struct eb_srv *s, const char *host, uint16_t port, uint64_t now_ms);
+/* Whether host:port is a target and another of its priority is too: a peer a sink may move to
+ * when host:port has only EMPTY to give (eb_client_leave()). A lower priority is a fallback, not
+ * a peer. */
+bool eb_srv_has_peer(const struct eb_srv *s, const char *host, uint16_t port);
+/* The targets' indices in the order a pass tries them, into ret (EB_SRV_TARGETS_MAX): RFC 2782's,
+ * except that left_host:left_port (NULL: none), left for being empty, comes after the others of
+ * its priority, so that the pass moves to a peer and comes back to it only when the peers fail.
+ * Returns how many. */
+size_t eb_srv_try_order(const struct eb_srv *s, const char *left_host, uint16_t left_port,
+                        size_t *ret);
 /* A connection pass has chosen a target afresh: a change seen before it is followed. */
 void eb_srv_settled(struct eb_srv *s);
 /* Takes recs (n of them, the least TTL ttl) as a look-up's answer at now_ms: orders them, sets

@@ -279,6 +279,7 @@ static void on_event(void *userdata, struct eb_client *c, enum eb_sink_event e, 
 		set_link(r, "Not connected: lost %s: %s", eb_client_broker(c),
 		         eb_client_last_error(c));
 		break;
+	case EB_SINK_MOVING:
 	case EB_SINK_SERVED:
 	case EB_SINK_DATA:
 	case EB_SINK_WAITING:

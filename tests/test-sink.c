@@ -4,8 +4,8 @@
  * (-Wl,--wrap=eb_now_ms, eb_sleep_ms) so that rests are recorded, not taken: what is asked and
  * delivered with a window of GETs, the rest an EMPTY or QUOTA costs (its hint bounded), failover
  * when the broker goes away with what was in flight asked for again, the end at a refusal or the
- * deadline, a thread's back-off between connect passes and its stop, and what a program sends
- * between GETs. */
+ * deadline, a thread's back-off between connect passes and its stop, what a program sends
+ * between GETs, and the move off a broker that has only EMPTY to give. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,7 +35,7 @@ static struct fake {
 	int connects;      /* passes that succeeded */
 	int connect_fails; /* this many passes fail first ... */
 	int connect_error; /* ... with this */
-	size_t asked[64];  /* every GET's length */
+	size_t asked[256]; /* every GET's length */
 	size_t n_asked;
 	size_t pending[16]; /* GETs not yet answered */
 	size_t n_pending;
@@ -44,12 +44,16 @@ static struct fake {
 	uint64_t now_ms;
 	unsigned rests[64]; /* eb_sleep_ms() or wait() calls, in ms */
 	size_t n_rests;
-	char events[64]; /* C connected, S served, D data, W waiting, L lost, R retrying,
-	                    U unreachable, X refused */
+	char events[64]; /* C connected, S served, D data, W waiting, L lost, M moving,
+	                    R retrying, U unreachable, X refused */
 	size_t n_events;
 	bool ended;         /* eb_client_end_requests() on this connection */
 	size_t ended_after; /* GETs asked when it was */
 	int ends;           /* sessions whose requests were ended */
+	bool has_other;     /* eb_client_has_other() */
+	int leaves;         /* eb_client_leave() calls */
+	unsigned moves[8];  /* EB_SINK_MOVING's ms */
+	size_t n_moves;
 } fake;
 
 static struct eb_client *const client = (struct eb_client *)&fake;
@@ -116,6 +120,21 @@ bool __wrap_eb_client_ended(const struct eb_client *c)
 {
 	(void)c;
 	return fake.ended;
+}
+
+bool __wrap_eb_client_has_other(const struct eb_client *c);
+bool __wrap_eb_client_has_other(const struct eb_client *c)
+{
+	(void)c;
+	return fake.has_other;
+}
+
+void __wrap_eb_client_leave(struct eb_client *c, const char *why);
+void __wrap_eb_client_leave(struct eb_client *c, const char *why)
+{
+	assert_non_null(strstr(why, "only EMPTY"));
+	fake.leaves++;
+	__wrap_eb_client_disconnect(c);
 }
 
 int __wrap_eb_client_request(struct eb_client *c, size_t len, enum eb_get_mode mode);
@@ -258,15 +277,17 @@ static int wait_hook(void *userdata, int ms)
 static void on_event(void *userdata, struct eb_client *c, enum eb_sink_event e, int r, unsigned ms)
 {
 	static const char letters[] = {
-	    [EB_SINK_CONNECTED] = 'C',   [EB_SINK_SERVED] = 'S',  [EB_SINK_DATA] = 'D',
-	    [EB_SINK_WAITING] = 'W',     [EB_SINK_LOST] = 'L',    [EB_SINK_RETRYING] = 'R',
-	    [EB_SINK_UNREACHABLE] = 'U', [EB_SINK_REFUSED] = 'X',
+	    [EB_SINK_CONNECTED] = 'C', [EB_SINK_SERVED] = 'S',      [EB_SINK_DATA] = 'D',
+	    [EB_SINK_WAITING] = 'W',   [EB_SINK_LOST] = 'L',        [EB_SINK_MOVING] = 'M',
+	    [EB_SINK_RETRYING] = 'R',  [EB_SINK_UNREACHABLE] = 'U', [EB_SINK_REFUSED] = 'X',
 	};
 
 	(void)userdata;
 	(void)r;
 	(void)ms;
 	assert_in_range(e, 0, _EB_SINK_EVENT_MAX - 1);
+	if (e == EB_SINK_MOVING && fake.n_moves < ELEMENTSOF(fake.moves))
+		fake.moves[fake.n_moves++] = ms;
 	if (fake.n_events + 1 < sizeof(fake.events))
 		fake.events[fake.n_events++] = letters[e];
 	eb_sink_log_event(c, e, r, ms);
@@ -590,6 +611,57 @@ static void test_between_without_gets(void **state)
 	assert_string_equal(fake.events, "C");
 }
 
+/* EMPTY answers, each after a rest of a second, then one DATA, n of them from a. */
+static size_t empties(struct answer *a, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		a[i] = (struct answer){-EAGAIN, 0, 1000, 0};
+	a[n] = (struct answer){0, FULL, 0, 0};
+	return n + 1;
+}
+
+/* A broker with only EMPTY to give is left after a bound drawn from [10 s, 20 s], and the next
+ * one that has only EMPTY too after one from [20 s, 40 s]; DATA starts the bound again. The
+ * move is made at the EMPTY past the bound, a rest (1 s here) at most after it. */
+static void test_empty_moves_on(void **state)
+{
+	static struct answer a[80 + 1 + 25 + 1];
+	struct program pg = {.total = 32, .chunk = 16};
+	struct eb_sink_params p = {.mode = EB_GET_FULL};
+	size_t n;
+
+	(void)state;
+	n = empties(a, 80);
+	n += empties(a + n, 25);
+	script(a, n);
+	fake.has_other = true;
+	assert_int_equal(eb_sink_run(client, &p, &program_ops, &pg), 0);
+	assert_int_equal(pg.taken, 32);
+	assert_int_equal(fake.at, n);
+	assert_int_equal(fake.leaves, 3);
+	assert_int_equal(fake.connects, 4);
+	assert_int_equal(fake.n_moves, 3);
+	assert_in_range(fake.moves[0], EB_SINK_LEAVE_EMPTY_MIN_MS / 2, EB_SINK_LEAVE_EMPTY_MIN_MS);
+	assert_in_range(fake.moves[1], EB_SINK_LEAVE_EMPTY_MIN_MS, 2 * EB_SINK_LEAVE_EMPTY_MIN_MS);
+	assert_in_range(fake.moves[2], EB_SINK_LEAVE_EMPTY_MIN_MS / 2, EB_SINK_LEAVE_EMPTY_MIN_MS);
+}
+
+/* With no other broker to go to, a sink waits on the one it has, however long it is empty. */
+static void test_empty_stays_alone(void **state)
+{
+	static struct answer a[100 + 1];
+	struct program pg = {.total = 16, .chunk = 16};
+	struct eb_sink_params p = {.mode = EB_GET_FULL};
+
+	(void)state;
+	script(a, empties(a, 100));
+	assert_int_equal(eb_sink_run(client, &p, &program_ops, &pg), 0);
+	assert_int_equal(pg.taken, 16);
+	assert_int_equal(fake.leaves, 0);
+	assert_int_equal(fake.connects, 1);
+	assert_int_equal(fake.n_moves, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -608,6 +680,8 @@ int main(void)
 	    cmocka_unit_test_setup(test_thread_loss_and_persist, setup),
 	    cmocka_unit_test_setup(test_between_gets, setup),
 	    cmocka_unit_test_setup(test_between_without_gets, setup),
+	    cmocka_unit_test_setup(test_empty_moves_on, setup),
+	    cmocka_unit_test_setup(test_empty_stays_alone, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -463,6 +463,51 @@ static void test_follow(void **state)
 	s = eb_srv_free(s);
 }
 
+/* A sink leaving an empty target (issue 26) moves to a peer of its priority, never to a lower
+ * priority's fallback, and tries the one it left after its peers and before the fallbacks. */
+static void test_leave_peer(void **state)
+{
+	struct eb_srv_record r[] = {record(10, 10, "edge-a.fleet.test", 55225),
+	                            record(10, 10, "edge-b.fleet.test", 55225),
+	                            record(20, 10, "site.fleet.test", 55225)};
+	struct eb_srv_record alone[] = {record(10, 10, "edge-a.fleet.test", 55225),
+	                                record(20, 10, "site.fleet.test", 55225)};
+	size_t order[EB_SRV_TARGETS_MAX], n;
+	const char *left;
+	struct eb_srv *s = NULL;
+
+	(void)state;
+	assert_int_equal(eb_srv_new("fleet.test", &s), 0);
+	eb_srv_take(s, r, ELEMENTSOF(r), 60, 1000);
+	assert_true(eb_srv_has_peer(s, "EDGE-A.fleet.test", 55225));
+	assert_true(eb_srv_has_peer(s, "edge-b.fleet.test", 55225));
+	assert_false(eb_srv_has_peer(s, "site.fleet.test", 55225));
+	assert_false(eb_srv_has_peer(s, "edge-a.fleet.test", 55226));
+	assert_false(eb_srv_has_peer(s, "elsewhere.fleet.test", 55225));
+
+	/* RFC 2782's order without a target left; the left one after its peer, before site. */
+	n = eb_srv_try_order(s, NULL, 0, order);
+	assert_int_equal(n, 3);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(order[i], i);
+	left = eb_srv_target(s, 0)->target;
+	n = eb_srv_try_order(s, left, 55225, order);
+	assert_int_equal(n, 3);
+	assert_string_not_equal(eb_srv_target(s, order[0])->target, left);
+	assert_string_equal(eb_srv_target(s, order[1])->target, left);
+	assert_string_equal(eb_srv_target(s, order[2])->target, "site.fleet.test");
+	/* The last of its priority stays where it is. */
+	left = eb_srv_target(s, 1)->target;
+	n = eb_srv_try_order(s, left, 55225, order);
+	assert_int_equal(order[0], 0);
+	assert_int_equal(order[1], 1);
+	assert_int_equal(order[2], 2);
+
+	eb_srv_take(s, alone, ELEMENTSOF(alone), 60, 2000);
+	assert_false(eb_srv_has_peer(s, "edge-a.fleet.test", 55225));
+	s = eb_srv_free(s);
+}
+
 /* The moment to leave is spread: halfway through the spread, about half a fleet has left. */
 static void test_follow_spread(void **state)
 {
@@ -511,6 +556,7 @@ int main(void)
 	    cmocka_unit_test(test_order_second),   cmocka_unit_test(test_random),
 	    cmocka_unit_test(test_ttl_floor),      cmocka_unit_test(test_follow),
 	    cmocka_unit_test(test_follow_spread),  cmocka_unit_test(test_new),
+	    cmocka_unit_test(test_leave_peer),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
