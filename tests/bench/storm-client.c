@@ -62,7 +62,9 @@ static const char *const fail_names[_FAIL_MAX] = {
     "connect", "handshake", "closed", "busy", "error", "empty", "timeout", "protocol",
 };
 
-enum step { STEP_CONNECT, STEP_HANDSHAKE, STEP_WELCOME, STEP_DATA, STEP_IDLE };
+/* STEP_END: the seed is in, and the broker's close_notify and end are read before the close, so
+ * that the close sends no reset (fresh mode, unless --keep-open). */
+enum step { STEP_CONNECT, STEP_HANDSHAKE, STEP_WELCOME, STEP_DATA, STEP_END, STEP_IDLE };
 
 struct link {
 	int fd;
@@ -76,6 +78,7 @@ struct link {
 	size_t out_len, out_off;
 	uint8_t in[256];
 	size_t in_len;
+	bool ended; /* close_notify sent after the GET (docs/protocol.md 1.1) */
 };
 
 struct worker {
@@ -99,6 +102,7 @@ static unsigned arg_concurrency = 100, arg_threads = 2;
 static unsigned arg_bits = 256, arg_timeout_s = 30;
 static const char *arg_users_file;
 static unsigned arg_retries;
+static bool arg_keep_open;
 static const char *arg_seeds_file;
 #define MAX_BINDS 256
 static struct sockaddr_in arg_binds[MAX_BINDS];
@@ -352,6 +356,10 @@ static bool on_msg(struct worker *w, struct link *l, const struct eb_msg *m)
 	if (m->type != EB_MSG_DATA || m->data.len * 8 != arg_bits)
 		return finish(w, l, FAIL_PROTOCOL);
 	keep_seed(w, m);
+	if (l->ended) {
+		l->step = STEP_END;
+		return true;
+	}
 	return finish(w, l, -1);
 }
 
@@ -402,6 +410,11 @@ static void pump(struct worker *w, struct link *l)
 			}
 			l->out_off += (size_t)k;
 		}
+		/* The GET is the session's last: close_notify after it, and the broker ends it. */
+		if (l->step == STEP_DATA && arg_mode == MODE_FRESH && !arg_keep_open && !l->ended) {
+			eb_conn_shutdown(l->conn);
+			l->ended = true;
+		}
 		if (l->step == STEP_IDLE) {
 			/* A held session only listens: anything the broker says ends it. */
 			uint8_t sink[64];
@@ -418,6 +431,10 @@ static void pump(struct worker *w, struct link *l)
 
 		if (k == -EAGAIN) {
 			watch(w, l, EPOLLIN, EPOLL_CTL_MOD);
+			return;
+		}
+		if (l->step == STEP_END && k <= 0) {
+			(void)finish(w, l, -1); /* the broker's end, after the seed */
 			return;
 		}
 		if (k <= 0) {
@@ -539,6 +556,8 @@ static void help(void)
 	       "  -T, --timeout SEC        per seed (default 30)\n"
 	       "  -u, --users-file PATH    lines of \"NAME KEYFILE\", used in turn\n"
 	       "  -r, --retries N          fresh: try a failed seed again, N times (default 0)\n"
+	       "  -k, --keep-open          fresh: keep the session open after the GET, as clients\n"
+	       "                           did before the broker ended one-shot sessions\n"
 	       "  -B, --bind IP[,IP...]    connect from these addresses, in turn\n"
 	       "  -s, --seeds-file PATH    write every seed delivered (--bits / 8 bytes each)\n"
 	       "  -h, --help               show this help\n");
@@ -591,6 +610,7 @@ static int parse_argv(int argc, char *argv[])
 	    {"timeout", required_argument, NULL, 'T'},
 	    {"users-file", required_argument, NULL, 'u'},
 	    {"retries", required_argument, NULL, 'r'},
+	    {"keep-open", no_argument, NULL, 'k'},
 	    {"bind", required_argument, NULL, 'B'},
 	    {"seeds-file", required_argument, NULL, 's'},
 	    {"help", no_argument, NULL, 'h'},
@@ -598,7 +618,7 @@ static int parse_argv(int argc, char *argv[])
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "a:m:n:c:t:b:T:u:r:B:s:h", options, NULL)) >= 0)
+	while ((c = getopt_long(argc, argv, "a:m:n:c:t:b:T:u:r:kB:s:h", options, NULL)) >= 0)
 		switch (c) {
 		case 'a':
 			if (parse_addr(optarg) < 0) {
@@ -639,6 +659,9 @@ static int parse_argv(int argc, char *argv[])
 			break;
 		case 'r':
 			arg_retries = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 'k':
+			arg_keep_open = true;
 			break;
 		case 'B':
 			if (parse_binds(optarg) < 0) {
