@@ -3,6 +3,7 @@
 #include "assess-report.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 
 void assess_report_iid_json(const struct assess_iid *iid, uint64_t seed)
@@ -49,6 +50,12 @@ void assess_report_iid_text(const struct assess_iid *iid, uint64_t seed)
 	       iid->lrs_length);
 }
 
+/* Rounded down to the six decimals printed, as eb-assess's other estimates are. */
+static double down(double h)
+{
+	return floor(h * 1e6) / 1e6;
+}
+
 void assess_report_restart_json(const struct assess_restart *rs)
 {
 	printf(
@@ -56,8 +63,8 @@ void assess_report_restart_json(const struct assess_restart *rs)
 	    "\"sanity\": \"%s\"",
 	    rs->h_i, rs->cutoff, rs->row_max, rs->col_max, rs->sanity ? "pass" : "fail");
 	if (rs->sanity)
-		printf(", \"h_rows\": %.6f, \"h_columns\": %.6f", rs->rows.min_entropy,
-		       rs->cols.min_entropy);
+		printf(", \"h_rows\": %.6f, \"h_columns\": %.6f", down(rs->rows.min_entropy),
+		       down(rs->cols.min_entropy));
 	printf(", \"verdict\": \"%s\"}", rs->validated ? "pass" : "fail");
 }
 
@@ -72,6 +79,6 @@ void assess_report_restart_text(const struct assess_restart *rs)
 	if (rs->sanity)
 		printf(
 		    "  rows, columns            %.6f, %.6f bits/sample (at least H_I / 2 = %.4f)\n",
-		    rs->rows.min_entropy, rs->cols.min_entropy, rs->h_i / 2);
+		    down(rs->rows.min_entropy), down(rs->cols.min_entropy), rs->h_i / 2);
 	putchar('\n');
 }
