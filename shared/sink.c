@@ -224,12 +224,14 @@ static void answered(struct run *s)
 
 /* An EMPTY: true when it is the one past the bound and the sink has moved off the broker
  * (EB_SINK_LEAVE_EMPTY_MIN_MS). */
-static bool leave_empty(struct run *s)
+static bool leave_empty(struct run *s, uint64_t held_ms)
 {
 	char why[128];
 
+	/* The broker holds a GET up to 250 ms before it says EMPTY: that is waiting too. */
+	s->empty_waited_ms += held_ms;
 	if (s->empty_bound_ms == 0) {
-		s->empty_waited_ms = 0;
+		s->empty_waited_ms = held_ms;
 		/* At least EB_SINK_LEAVE_EMPTY_MIN_MS / 2: never 0, which means no EMPTY yet. */
 		s->empty_bound_ms = eb_backoff_next(&s->leave);
 		return false;
@@ -288,6 +290,7 @@ static int step(struct run *s)
 {
 	size_t len = 0;
 	uint32_t bits = 0, retry = 0;
+	uint64_t waiting_since = 0;
 	int r;
 
 	if (!connected(s)) {
@@ -310,11 +313,12 @@ static int step(struct run *s)
 	if (r >= 0 && s->n_in_flight == 0)
 		return idle(s);
 	if (r >= 0) {
+		waiting_since = eb_now_ms();
 		r = eb_client_receive(s->c, s->buf, EB_DATA_MAX, &len, &bits, &retry);
 		if (r >= 0 || r == -EAGAIN || r == -EDQUOT)
 			answered(s);
 	}
-	if (r == -EAGAIN && leave_empty(s))
+	if (r == -EAGAIN && leave_empty(s, eb_now_ms() - waiting_since))
 		return 0;
 	if (r == -EAGAIN || r == -EDQUOT)
 		return starve(s, r, retry);
