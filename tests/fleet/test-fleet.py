@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -59,6 +60,9 @@ REVOKED = GUESTS[-1]
 # The agent's check every 500 ms (haproxy.cfg): an emptied edge is drained by the next one,
 # within a second as docs/fleet.md says; the bound is 2.5 times that.
 DRAIN_BOUND_S = 2.5
+# A long-lived sink that lists both edges leaves the empty one after 10 to 20 s of EMPTY, at the
+# next EMPTY: within 25 s (eb-sink-file(1)); the check allows twice that.
+LEAVE_BOUND_S = 25
 # docs/fleet.md's named blocks, each used below: placed and run, or read for what it sets.
 BLOCKS = ("site.conf", "edge.conf", "haproxy.cfg", "dnsmasq.conf", "fleet-rules.yml",
           "lb.sh", "guests.sh", "edge-a.sh", "resolv.conf", "eb-brokerd.service.d/network.conf",
@@ -667,6 +671,37 @@ def test():
             check(fig6["seeds"] == 200 and fig6["failed"] == 0 and got[name] == 0 and
                   got[other] >= 200,
                   f"new guests go to {other}, none to the drained {name}: {got}")
+
+            # A long-lived guest that lists both edges, the emptied one first, moves to the other
+            # after 10 to 20 s of EMPTY (docs/fleet.md, eb-sink-file(1): within 25 s).
+            fifo = os.path.join(tmp, "long-lived.fifo")
+            mover = subprocess.Popen(ns["guests"].cmd([
+                prog("eb-sink-file"), "-b", f"tcp://{name}.fleet.example", "-b",
+                f"tcp://{other}.fleet.example", *guest0, "--fifo", fifo]),
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            try:
+                wait_for("the long-lived guest's FIFO", lambda: os.path.exists(fifo), 20)
+                got1 = []
+
+                def read_one():
+                    # The first byte comes only from the other edge, once the guest moved.
+                    with open(fifo, "rb") as f:
+                        got1.append(f.read(1))
+                t_ask = time.monotonic()
+                reader = threading.Thread(target=read_one, daemon=True)
+                reader.start()
+                reader.join(2 * LEAVE_BOUND_S)
+                t_moved = time.monotonic() - t_ask
+                first = got1 and got1[0]
+            finally:
+                mover.kill()
+                _, err = mover.communicate(timeout=30)
+            err = err.decode(errors="replace")
+            print(f"# a long-lived guest listing the emptied {name} first moved to {other} "
+                  f"{t_moved:.1f} s after it asked (bound {LEAVE_BOUND_S} s)")
+            check(first and "only EMPTY" in err and t_moved <= 2 * LEAVE_BOUND_S,
+                  f"the long-lived guest left the empty {name} for {other} within "
+                  f"{2 * LEAVE_BOUND_S} s: {t_moved:.1f} s ({err.strip()[-200:]})")
         finally:
             hungry.kill()
             hungry.wait()
