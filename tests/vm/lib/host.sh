@@ -7,6 +7,7 @@
 # the command (from wherever) installs nothing.
 EB_VM_HOST_TOOLS=(
 	qemu-system-x86_64:qemu-system-x86
+	qemu-img:qemu-utils
 	mmdebstrap:mmdebstrap
 	mke2fs:e2fsprogs
 	socat:socat

@@ -7,6 +7,9 @@
 #   EB_VM_KERNEL, EB_VM_INITRD, EB_VM_ROOTIMG   the boot files (root image is used with snapshot=on)
 #   EB_VM_ACCEL   kvm or tcg          EB_VM_CPU   CPU model (default qemu64: no RDRAND, fast TCG)
 #   EB_VM_MEM     MiB (default 512)   EB_VM_DIR   the current VM's directory (sockets, logs)
+#   EB_VM_SMP     CPUs (default 2)    EB_VM_DRIVE the root drive's -drive options (default: the
+#                                     root image, raw, snapshot=on; a saved state needs a disk
+#                                     of its own, such as a qcow2 overlay)
 
 VM_READY_TIMEOUT=${EB_VM_READY_TIMEOUT:-240}
 VM_SILENT_TIMEOUT=${EB_VM_SILENT_TIMEOUT:-90}
@@ -38,11 +41,11 @@ vm_start() {
 	rm -f "$dir"/{mon.sock,agent.sock,agent.lost,qemu.pid,serial.log}
 	local accel=(-accel "tcg,tb-size=128")
 	[[ ${EB_VM_ACCEL:-tcg} == kvm ]] && accel=(-accel kvm)
-	qemu-system-x86_64 -machine pc "${accel[@]}" -cpu "$cpu" -m "${EB_VM_MEM:-512}" -smp 2 \
+	qemu-system-x86_64 -machine pc "${accel[@]}" -cpu "$cpu" -m "${EB_VM_MEM:-512}" -smp "${EB_VM_SMP:-2}" \
 		-nodefaults -no-user-config -display none -no-reboot \
 		-kernel "$EB_VM_KERNEL" -initrd "$EB_VM_INITRD" \
 		-append "console=ttyS0 root=/dev/vda rw panic=-1 quiet $append" \
-		-drive "file=$EB_VM_ROOTIMG,if=virtio,format=raw,snapshot=on" \
+		-drive "${EB_VM_DRIVE:-file=$EB_VM_ROOTIMG,if=virtio,format=raw,snapshot=on}" \
 		-virtfs "local,path=$dir/share,mount_tag=hostshare,security_model=none,id=hs" \
 		-chardev "file,id=ser0,path=$dir/serial.log" -serial chardev:ser0 \
 		-device virtio-serial-pci,id=vser \
