@@ -248,10 +248,12 @@ static void test_pages(void **state)
 	assert_int_equal(eb_msg_encode(&q, frame, sizeof(frame)), -EINVAL);
 	q.report_req.version = 1;
 	assert_int_equal(eb_msg_encode(&q, frame, sizeof(frame)), 20);
-	/* Version 2 has the same history rows; there is no version 3. */
+	/* Versions 2 and 3 have the same history rows; there is none past EB_REPORT_VERSION. */
 	q.report_req.version = 2;
 	assert_int_equal(eb_msg_encode(&q, frame, sizeof(frame)), 20);
 	q.report_req.version = 3;
+	assert_int_equal(eb_msg_encode(&q, frame, sizeof(frame)), 20);
+	q.report_req.version = EB_REPORT_VERSION + 1;
 	assert_int_equal(eb_msg_encode(&q, frame, sizeof(frame)), -EINVAL);
 }
 
