@@ -19,6 +19,13 @@ FEED_BLOCKS = 4  # per PUT, every 0.1 s
 # docs/security.md: another user's sink is served within 0.2 s (216 ms at most measured here, the
 # wait for the feeder's next PUT included); 3 times that for a loaded machine. Unfair, it was 6.9 s.
 SINK_BOUND_MS = 600
+# What is timed is a whole client process (its start, its handshake, its wait), and on a loaded
+# machine a few of over a hundred are descheduled for longer than the bound whatever the broker
+# does: admin status, which never waits for the pool, took up to 843 ms there. So four sinks in
+# five are held to the bound, and every one to 3 s; an unfair queue served 3 in 10 within the
+# bound and kept sinks waiting up to 4.5 s on the same machine (6.9 s on an idle one).
+SINK_SHARE = 0.8
+SINK_MAX_MS = 3000
 stop = threading.Event()
 
 
@@ -111,9 +118,14 @@ def test():
               f"10 s under {ATTACK_S} s of {SESSIONS} greedy sessions; greedy answers "
               f"{report.get('answers')}; feeder PUTs {fed.get('puts')}")
         expect(served == total, f"every legitimate round is served ({served} of {total})")
-        lat = {k: max(v) for k, v in legit.latencies.items()}
-        expect(all(ms < SINK_BOUND_MS for k, ms in lat.items() if k.startswith("sink")),
-               f"the other users' sinks are served within {SINK_BOUND_MS} ms each ({lat})")
+        sinks = {k: sorted(v) for k, v in legit.latencies.items() if k.startswith("sink")}
+        share = {k: sum(ms < SINK_BOUND_MS for ms in v) / len(v) for k, v in sinks.items()}
+        expect(all(f >= SINK_SHARE for f in share.values()),
+               f"the other users' sinks are served within {SINK_BOUND_MS} ms "
+               f"{SINK_SHARE:.0%} of the time or more ({share})")
+        expect(all(v[-1] < SINK_MAX_MS for v in sinks.values()),
+               f"the other users' sinks are served within {SINK_MAX_MS} ms each "
+               f"({ {k: round(v[-1]) for k, v in sinks.items()} })")
         w.check_cpu()
         w.check_log(50)
         expect(b.alive(), "the broker is still running")
