@@ -28,6 +28,10 @@ packages=(
 	ekeyd
 	# The deb scenario: "apt install ./*.deb", as the README says.
 	apt
+	# The autopkgtest scenario: autopkgtest's ssh runner logs in to the guest (sshd is started
+	# only there: customize.sh leaves it disabled) and serves the packages to its APT from a
+	# local repository it indexes with apt-ftparchive.
+	openssh-server apt-utils
 )
 
 rm -rf "$out"

@@ -83,6 +83,9 @@ done
 mkdir -p "$root/etc/systemd/network"
 printf '[Match]\nName=en* eth*\n\n[Network]\nDHCP=ipv4\n' >"$root/etc/systemd/network/20-eb-vm.network"
 
+# sshd only for the autopkgtest scenario, which starts it: no other guest listens on port 22.
+rm -f "$root/etc/systemd/system/multi-user.target.wants/ssh.service" "$root/etc/systemd/system/sshd.service"
+
 # The command agent.
 install -m 0755 "$guest/eb-agent" "$root/usr/local/sbin/eb-agent"
 install -m 0644 "$guest/eb-agent.service" "$root/etc/systemd/system/eb-agent.service"
