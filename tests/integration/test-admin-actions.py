@@ -37,11 +37,19 @@ def sinks(b):
 
 
 def sink(b, user, n):
-    """A sink that waits on the empty pool: its session stays until it is closed."""
-    return [subprocess.Popen([prog("eb-sink-file"), "-b", b.tcp, "-u", user, "-k", b.keys[user],
-                              "--bytes", "4096", "--timeout", "90"],
+    """Sinks that wait on the empty pool: their sessions stay until they are closed. Long-lived
+    (eb-sink-file --fifo, each with a reader): a one-shot sink ends its session after each
+    EMPTY. The readers come first in the list, so that they are stopped before their sinks."""
+    procs = []
+    for _ in range(n):
+        fifo = os.path.join(b.tmp, f"{user}-{time.monotonic_ns()}.fifo")
+        s = subprocess.Popen([prog("eb-sink-file"), "-b", b.tcp, "-u", user, "-k", b.keys[user],
+                              "--fifo", fifo],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            for _ in range(n)]
+        wait_for(f"the FIFO {fifo}", lambda: os.path.exists(fifo), 20)
+        procs += [subprocess.Popen(["head", "-c", "4096", fifo], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL), s]
+    return procs
 
 
 def metrics(b):

@@ -5,8 +5,9 @@ guest = yes) drawing at once are copies of one machine. The journal has one warn
 its own MESSAGE_ID (the catalog's) naming the user, its key and both peers; `eb-brokerctl status`
 counts the clones, `eb-brokerctl sinks` marks both sessions, eb-metrics counts them in
 eb_clone_sessions_total (promtool check metrics clean); a third copy is counted and marked but
-not logged again; every copy is served all it asked for. A user without guest = yes (a fleet's
-shared key, max-sessions 128) draws from two sessions at once unflagged, and a guest that draws
+not logged again; every copy is served all it asked for. The sinks are long-lived (eb-sink-file --fifo
+keeps its session open while it waits). A user without guest = yes (a fleet's shared key,
+max-sessions 128) draws from two sessions at once unflagged, and a guest that draws
 from one session after another is no clone. As root the journal is a socket of the test's own
 in a private mount namespace (as integration-journal); otherwise the line is read on stderr."""
 import json
@@ -61,10 +62,20 @@ def journal_entries(j):
                         if "=" in l))
 
 
-def sink(b, user, n):
-    return subprocess.Popen([prog("eb-sink-file"), "-b", b.tcp, "-u", user, "-k", b.keys[user],
-                             "--bytes", str(n), "--timeout", "60"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def sink(b, user, n, procs):
+    """A long-lived sink (eb-sink-file --fifo keeps its session open, as a guest's feed does) and
+    a reader of n bytes from its FIFO: the reader's process is returned, the sink's is kept in
+    procs to be stopped. A one-shot sink leaves an empty broker between its retries, and two of
+    those seldom hold sessions at once."""
+    fifo = os.path.join(b.tmp, f"fifo-{len(procs)}")
+    procs.append(subprocess.Popen([prog("eb-sink-file"), "-b", b.tcp, "-u", user, "-k",
+                                   b.keys[user], "--fifo", fifo],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    wait_for(f"the FIFO {fifo}", lambda: os.path.exists(fifo), 20)
+    reader = subprocess.Popen(["head", "-c", str(n), fifo], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    procs.append(reader)
+    return reader
 
 
 def inner():
@@ -95,9 +106,8 @@ def inner():
         wait_for("eb-metrics' socket", lambda: tcp_listening(mport), 10)
 
         # The pool is empty: every sink waits, answered EMPTY, its session live and drawing.
-        f1, f2 = sink(b, "fleet", 64), sink(b, "fleet", 64)
-        g1, g2 = sink(b, "vm1", 64), sink(b, "vm1", 64)
-        procs += [f1, f2, g1, g2]
+        f1, f2 = sink(b, "fleet", 64, procs), sink(b, "fleet", 64, procs)
+        g1, g2 = sink(b, "vm1", 64, procs), sink(b, "vm1", 64, procs)
         rows = wait_for("both of vm1's sessions marked as clones", lambda: (
             lambda v: v if len(v) == 2 and all(s["clone"] for s in v) else None)(sinks(b, "vm1")),
             30)
@@ -123,8 +133,7 @@ def inner():
               f"promtool check metrics: exit {p.returncode}, {lint or 'no lint'}")
 
         # A third copy: counted and marked, and the journal is not told again.
-        g3 = sink(b, "vm1", 64)
-        procs.append(g3)
+        g3 = sink(b, "vm1", 64, procs)
         wait_for("three of vm1's sessions marked", lambda: (
             lambda v: len(v) == 3 and all(s["clone"] for s in v))(sinks(b, "vm1")), 30)
         check(json.loads(ctl(b, "status", "--json")).get("clones") == 2,
@@ -159,16 +168,23 @@ def inner():
               "the line names the guest, its key and both peers")
 
         # Every copy, and fleet's sinks, are served all they asked for.
+        # A --fifo sink draws ahead of its reader: enough for every one of them.
         data = os.path.join(b.tmp, "noise")
         with open(data, "wb") as f:
-            f.write(os.urandom(16384))
-        check(donate(b, "alice", data).returncode == 0, "alice donates 16 KiB")
+            f.write(os.urandom(131072))
+        check(donate(b, "alice", data).returncode == 0, "alice donates 128 KiB")
         for p in (g1, g2, g3, f1, f2):
-            out, err = p.communicate(timeout=60)
+            out, err = p.communicate(timeout=90)
             check(p.returncode == 0 and len(out) == 64,
-                  f"a sink is served its 64 bytes ({err.decode().strip()[-200:]})")
+                  f"a sink's reader is served its 64 bytes ({err.decode().strip()[-200:]})")
 
-        # One session after another is no clone: the count stays where it was.
+        # One session after another is no clone: the count stays where it was. The copies'
+        # long-lived sinks are stopped first.
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(20)
+        wait_for("vm1's sessions gone", lambda: not sinks(b, "vm1"), 20)
         for _ in range(2):
             p = run([prog("eb-sink-file"), "-b", b.tcp, "-u", "vm1", "-k", b.keys["vm1"],
                      "--bytes", "32", "--timeout", "20"])

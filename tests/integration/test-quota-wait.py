@@ -73,6 +73,7 @@ def inner():
     b.start()
     mhold, mport = reserve_port()
     exporter = sink = None
+    readers = []
     try:
         cmd = ["systemd-socket-activate", "--accept", "-l", f"127.0.0.1:{mport}"]
         for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
@@ -87,10 +88,21 @@ def inner():
         with open(data, "wb") as f:
             f.write(os.urandom(65536))
         check(donate(b, "alice", data).returncode == 0, "alice fills the pool")
-        # 256 bytes: more than the 1024 bits an hour the quota pays for.
-        sink = subprocess.Popen([prog("eb-sink-file"), "-b", b.tcp, "-u", "vm", "-k",
-                                 b.keys["vm"], "--bytes", "256", "--timeout", "60"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # A long-lived sink (--fifo, with a reader), which asks 4 KiB at a time: more than the
+        # 1024 bits an hour the quota pays for. A one-shot sink ends its session after each
+        # QUOTA answer and its row would not stay to be read.
+        def long_lived(n):
+            fifo = os.path.join(b.tmp, f"vm-{len(readers)}.fifo")
+            p = subprocess.Popen([prog("eb-sink-file"), "-b", b.tcp, "-u", "vm", "-k",
+                                  b.keys["vm"], "--fifo", fifo],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            wait_for(f"the FIFO {fifo}", lambda: os.path.exists(fifo), 20)
+            readers.append(subprocess.Popen(["head", "-c", str(n), fifo],
+                                            stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL))
+            return p
+
+        sink = long_lived(256)
         rows = wait_for("the sink answered QUOTA", lambda: [
             s for s in json.loads(ctl(b, "sinks", "--json"))["sinks"]
             if s["user"] == "vm" and s["quota_answers"] >= 1 and s["starving_ms"]], 30)
@@ -135,9 +147,7 @@ def inner():
         # One line, however often the sink asks again: let it retry a while.
         sink.kill()
         sink.wait()
-        sink = subprocess.Popen([prog("eb-sink-file"), "-b", b.tcp, "-u", "vm", "-k",
-                                 b.keys["vm"], "--bytes", "64", "--timeout", "60"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        sink = long_lived(64)
         wait_for("the second sink answered QUOTA too", lambda: [
             s for s in json.loads(ctl(b, "sinks", "--json"))["sinks"]
             if s["user"] == "vm" and s["quota_answers"] >= 1], 30)
@@ -161,7 +171,7 @@ def inner():
                                   r"refills enough in \d+ ms", lines[0]),
               "it names the user, what it spent and when its quota refills")
     finally:
-        for p in (sink, exporter):
+        for p in (sink, exporter, *readers):
             if p and p.poll() is None:
                 p.kill()
                 p.wait()

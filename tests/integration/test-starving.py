@@ -55,7 +55,7 @@ def test():
                 "vm": {"role": "sink"},
                 "local": {"role": "admin", "unix-uid": me, "key": False}}).start()
     mhold, mport = reserve_port()
-    exporter = sink = None
+    exporter = sink = reader = None
     try:
         cmd = ["systemd-socket-activate", "--accept", "-l", f"127.0.0.1:{mport}"]
         for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
@@ -72,9 +72,15 @@ def test():
               f"({m.get(WAIT_EMPTY)}, {m.get('eb_empty_answers_total')})")
 
         # The pool is empty and no source is connected: the sink is told EMPTY, retry in 5 s.
+        # A long-lived sink (--fifo, with a reader of 32 bytes): a one-shot sink ends its
+        # session after each EMPTY and its row would not stay to be read.
+        fifo = os.path.join(b.tmp, "vm.fifo")
         sink = subprocess.Popen([prog("eb-sink-file"), "-b", b.tcp, "-u", "vm", "-k",
-                                 b.keys["vm"], "--bytes", "32", "--timeout", "60"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                 b.keys["vm"], "--fifo", fifo],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_for(f"the FIFO {fifo}", lambda: os.path.exists(fifo), 20)
+        reader = subprocess.Popen(["head", "-c", "32", fifo], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)
         rows = wait_for("the sink is answered EMPTY",
                         lambda: [s for s in ctl(b, "sinks") if s["user"] == "vm" and
                                  s["empty_answers"] >= 1])
@@ -108,20 +114,21 @@ def test():
         # Fed, the pool serves it; it waits no more.
         data = os.path.join(b.tmp, "noise")
         with open(data, "wb") as f:
-            f.write(os.urandom(4096))
+            f.write(os.urandom(16384))
         p = donate(b, "alice", data)
         check(p.returncode == 0, "the pool is fed")
-        out, err = sink.communicate(timeout=30)
-        check(sink.returncode == 0 and len(out) == 32,
+        out, err = reader.communicate(timeout=30)
+        check(reader.returncode == 0 and len(out) == 32,
               f"the sink is served after its retry ({err.decode().strip()[-200:]})")
         m = wait_for("eb_sinks_waiting falls to 0", lambda: (lambda x: x if x.get(
             WAIT_EMPTY) == 0 else None)(get(mport)))
         check(m.get('eb_user_empty_answers_total{user="vm"}', 0) >= 1,
               "the user's EMPTY answers outlive its session")
     finally:
-        if sink and sink.poll() is None:
-            sink.kill()
-            sink.wait()
+        for p in (reader, sink):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
         if exporter and exporter.poll() is None:
             exporter.terminate()
             exporter.wait(20)
