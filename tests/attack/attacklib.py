@@ -228,7 +228,11 @@ class Legit:
         self.b = b
         self.data = os.path.join(b.tmp, "legit-noise")
         with open(self.data, "wb") as f:
-            f.write(os.urandom(256))  # 2048 bits a round: the pool stays below high water
+            # 576 bits a round, the block one 32-byte sink takes, so the pool stays near its
+            # prime, clear of both water marks: the start-up test's 1024 samples go uncredited
+            # (eb-source-file(1)), then 72 bytes at 8 bits. With 256 bytes alone no round
+            # credited anything, and a thousand rounds of sinks emptied the primed pool.
+            f.write(os.urandom(1024 + 72))
         self.latencies = {}
 
     def clients(self, which=None):
