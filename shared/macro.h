@@ -21,8 +21,18 @@
 #define _unlikely_(x)  __builtin_expect(!!(x), 0)
 
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
-#define MIN(a, b)     ((a) < (b) ? (a) : (b))
-#define MAX(a, b)     ((a) > (b) ? (a) : (b))
+
+/* name(v): the entry of table, an array of names indexed by an enum, for v; NULL for a value the
+ * table does not cover (an enum's _X_INVALID, or one past its _X_MAX). */
+#define EB_DEFINE_STRING_TABLE_LOOKUP(name, type, table)                                           \
+	const char *name(type v)                                                                   \
+	{                                                                                          \
+		if ((int)v < 0 || (int)v >= (int)ELEMENTSOF(table))                                \
+			return NULL;                                                               \
+		return (table)[v];                                                                 \
+	}
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
 #define SWAP(a, b)                                                                                 \
 	do {                                                                                       \
 		__typeof__(a) _t_ = (a);                                                           \

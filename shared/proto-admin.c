@@ -299,12 +299,7 @@ static const char *const action_names[_EB_ACTION_MAX] = {
     [EB_ACTION_DISCONNECT_USER] = "disconnect-user",
 };
 
-const char *eb_action_to_string(enum eb_action a)
-{
-	if (a < 0 || a >= (int)ELEMENTSOF(action_names))
-		return NULL;
-	return action_names[a];
-}
+EB_DEFINE_STRING_TABLE_LOOKUP(eb_action_to_string, enum eb_action, action_names)
 
 static const char *const result_names[_EB_ACTION_RESULT_MAX] = {
     [EB_ACTION_DONE] = "done",
@@ -313,12 +308,7 @@ static const char *const result_names[_EB_ACTION_RESULT_MAX] = {
     [EB_ACTION_LIMITED] = "rate-limited",
 };
 
-const char *eb_action_result_to_string(enum eb_action_result r)
-{
-	if (r < 0 || r >= (int)ELEMENTSOF(result_names))
-		return NULL;
-	return result_names[r];
-}
+EB_DEFINE_STRING_TABLE_LOOKUP(eb_action_result_to_string, enum eb_action_result, result_names)
 
 static const char *const upstream_names[_EB_UPSTREAM_STATE_MAX] = {
     [EB_UPSTREAM_NONE] = "none",
@@ -327,9 +317,4 @@ static const char *const upstream_names[_EB_UPSTREAM_STATE_MAX] = {
     [EB_UPSTREAM_FAILING] = "failing",
 };
 
-const char *eb_upstream_state_to_string(enum eb_upstream_state s)
-{
-	if (s < 0 || s >= (int)ELEMENTSOF(upstream_names))
-		return NULL;
-	return upstream_names[s];
-}
+EB_DEFINE_STRING_TABLE_LOOKUP(eb_upstream_state_to_string, enum eb_upstream_state, upstream_names)

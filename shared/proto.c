@@ -629,12 +629,7 @@ static const char *const msg_type_table[_EB_MSG_MAX] = {
 };
 
 /* NULL for a value outside the enum, as systemd's *_to_string() do. */
-const char *eb_msg_type_to_string(enum eb_msg_type t)
-{
-	if (t < 0 || t >= (int)ELEMENTSOF(msg_type_table))
-		return NULL;
-	return msg_type_table[t];
-}
+EB_DEFINE_STRING_TABLE_LOOKUP(eb_msg_type_to_string, enum eb_msg_type, msg_type_table)
 
 static const char *const error_code_table[_EB_ERR_MAX] = {
     [EB_ERR_PROTOCOL] = "protocol",   [EB_ERR_VERSION] = "version",
@@ -643,12 +638,7 @@ static const char *const error_code_table[_EB_ERR_MAX] = {
     [EB_ERR_SHUTDOWN] = "shutdown",   [EB_ERR_BUSY] = "busy",
 };
 
-const char *eb_error_code_to_string(enum eb_error_code c)
-{
-	if (c < 0 || c >= (int)ELEMENTSOF(error_code_table))
-		return NULL;
-	return error_code_table[c];
-}
+EB_DEFINE_STRING_TABLE_LOOKUP(eb_error_code_to_string, enum eb_error_code, error_code_table)
 
 /* Appends s to buf, truncating, always leaving it terminated. */
 static void append(char *buf, size_t size, size_t *pos, const char *s)

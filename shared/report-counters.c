@@ -83,9 +83,4 @@ static const char *const counter_names[_EB_COUNTER_MAX] = {
     [EB_COUNTER_BROKER_ID] = "broker-id",
 };
 
-const char *eb_counter_to_string(enum eb_counter c)
-{
-	if (c < 0 || c >= (int)ELEMENTSOF(counter_names))
-		return NULL;
-	return counter_names[c];
-}
+EB_DEFINE_STRING_TABLE_LOOKUP(eb_counter_to_string, enum eb_counter, counter_names)

@@ -523,12 +523,7 @@ static const char *const table_names[_EB_REPORT_TABLE_MAX] = {
     [EB_REPORT_COUNTERS] = "counters",
 };
 
-const char *eb_report_table_to_string(enum eb_report_table t)
-{
-	if (t < 0 || t >= (int)ELEMENTSOF(table_names))
-		return NULL;
-	return table_names[t];
-}
+EB_DEFINE_STRING_TABLE_LOOKUP(eb_report_table_to_string, enum eb_report_table, table_names)
 
 static const char *const health_names[_EB_SOURCE_HEALTH_MAX] = {
     [EB_SOURCE_NONE] = "-",      [EB_SOURCE_NEW] = "new",
@@ -536,9 +531,4 @@ static const char *const health_names[_EB_SOURCE_HEALTH_MAX] = {
     [EB_SOURCE_STUCK] = "stuck", [EB_SOURCE_SILENT] = "silent",
 };
 
-const char *eb_source_health_to_string(enum eb_source_health h)
-{
-	if (h < 0 || h >= (int)ELEMENTSOF(health_names))
-		return NULL;
-	return health_names[h];
-}
+EB_DEFINE_STRING_TABLE_LOOKUP(eb_source_health_to_string, enum eb_source_health, health_names)
