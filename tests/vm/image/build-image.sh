@@ -24,6 +24,8 @@ packages=(
 	libjson-c5 libcairo2 libfontconfig1
 	# eb-source-qng drives ComScire's QNG (an FTDI chip) through libftdi1.
 	libftdi1-2
+	# eb-assess: bzip2 for the compression estimator, a suffix array for LRS and t-tuple.
+	libbz2-1.0 libdivsufsort3
 	# The entropykey scenario: Debian's daemon for the Simtec Entropy Key, which udev starts.
 	ekeyd
 	# The deb scenario: "apt install ./*.deb", as the README says.
