@@ -263,6 +263,11 @@ static bool unix_peer_maps_to(struct session *s, const struct eb_conf *conf,
 
 uint64_t session_key_serial(const struct session *s)
 {
+	/* A handshake on a worker owns its connection until it comes back, and a session still in
+	 * HANDSHAKE logged in with no key yet: identify_tls() checks its key against the new file
+	 * once the handshake is done. */
+	if (s->in_worker || s->reg.state == SESSION_HANDSHAKE)
+		return 0;
 	return eb_conn_key_tag(s->conn);
 }
 
