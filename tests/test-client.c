@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The broker client's guards against a broker that breaks the protocol: DATA longer than the
  * GET asked (docs/protocol.md 3.6), none of it taken, the client disconnecting and saying why;
- * SLEEP and WAKE without end instead of an answer. The broker is the test's own, on a unix socket,
- * in a thread, answering frame by frame. */
+ * SLEEP and WAKE without end instead of an answer; a source's rest after SLEEP ending at the
+ * SLEEP's retry_ms when no WAKE comes (docs/protocol.md 3.7). The broker is the test's own, on a
+ * unix socket, in a thread, answering frame by frame. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -28,6 +30,8 @@ struct fake {
 	uint32_t extra; /* bytes of DATA beyond what the GET asked */
 	unsigned wakes; /* WAKE frames sent before the DATA */
 	uint32_t asked; /* what the GET asked, in bytes */
+	uint32_t
+	    sleep_ms; /* a source's broker: SLEEP with this retry_ms to its PUT, never a WAKE */
 };
 
 static void send_msg(int fd, const struct eb_msg *m)
@@ -70,6 +74,20 @@ static void *broker(void *arg)
 	m.welcome = (struct eb_msg_welcome){
 	    .version = 1, .roles = EB_ROLE_SINK, .max_data = EB_DATA_MAX, .user = "me"};
 	send_msg(fd, &m);
+	if (fk->sleep_ms) {
+		/* At high water: the PUT is answered, the source told to rest, and no WAKE comes.
+		 */
+		assert_int_equal(recv_msg(fd, &fk->asked), EB_MSG_PUT);
+		m = (struct eb_msg){.type = EB_MSG_SLEEP, .retry = {.retry_ms = fk->sleep_ms}};
+		send_msg(fd, &m);
+		m = (struct eb_msg){.type = EB_MSG_PUT_ACK,
+		                    .put_ack = {.credited_bits = 0, .accepted_bytes = 16}};
+		send_msg(fd, &m);
+		while (read(fd, data, sizeof(data)) > 0)
+			;
+		close(fd);
+		return NULL;
+	}
 	assert_int_equal(recv_msg(fd, &fk->asked), EB_MSG_GET);
 	for (unsigned i = 0; i < fk->wakes; i++) {
 		m = (struct eb_msg){.type = EB_MSG_WAKE};
@@ -188,12 +206,74 @@ static void test_wakes_before_answer(void **state)
 	assert_non_null(strstr(error, "SLEEP or WAKE again and again"));
 }
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &ts), 0);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* docs/protocol.md 3.7 and every source's man page: a source told SLEEP rests until WAKE or the
+ * SLEEP's retry_ms, whichever comes first. Here no WAKE comes: the rest ends at retry_ms, not
+ * before, and not never. */
+static void test_rest_ends_at_retry(void **state)
+{
+	const char *tmp = getenv("TMPDIR");
+	char dir[256], path[sizeof(dir) + 16], uri[sizeof(path) + 8];
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct fake fk = {.sleep_ms = 700};
+	struct eb_client *c = NULL;
+	uint8_t data[16] = {1};
+	uint64_t start, rested;
+	char *err = NULL;
+	pthread_t t;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/test-client-XXXXXX", tmp && *tmp ? tmp : P_tmpdir);
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/sock", dir);
+	snprintf(uri, sizeof(uri), "unix:%s", path);
+	assert_true(strlen(path) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fk.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fk.listen_fd >= 0);
+	assert_int_equal(bind(fk.listen_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fk.listen_fd, 1), 0);
+	assert_int_equal(pthread_create(&t, NULL, broker, &fk), 0);
+	{
+		struct eb_client_options o = {
+		    .brokers = {uri}, .n_brokers = 1, .roles = EB_ROLE_SOURCE, .kind = "test"};
+
+		assert_int_equal(eb_client_new(&o, &c, &err), 0);
+	}
+	assert_int_equal(eb_client_connect(c), 0);
+	assert_int_equal(eb_client_put(c, data, sizeof(data), 8), 0);
+	assert_int_equal(eb_client_flush(c), 0);
+	assert_true(eb_client_asleep(c));
+	start = now_ms();
+	assert_int_equal(eb_client_wait_wake(c), 0);
+	rested = now_ms() - start;
+	assert_false(eb_client_asleep(c));
+	/* The deadline was set when the SLEEP was read, a moment before start; the upper bound is
+	 * generous for a loaded machine, and far below "never". */
+	assert_true(rested >= 500);
+	assert_true(rested < 20000);
+	eb_client_free(c);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	close(fk.listen_fd);
+	unlink(path);
+	rmdir(dir);
+	free(err);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_data_as_asked),
 	    cmocka_unit_test(test_data_longer_than_asked),
 	    cmocka_unit_test(test_wakes_before_answer),
+	    cmocka_unit_test(test_rest_ends_at_retry),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
