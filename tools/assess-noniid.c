@@ -111,6 +111,18 @@ static unsigned map_down(const uint8_t *s, size_t n, uint8_t *ret)
 	return k;
 }
 
+unsigned assess_sample_bits(const uint8_t *s, size_t n)
+{
+	uint8_t all = 0;
+	unsigned bits = 1;
+
+	for (size_t i = 0; i < n; i++)
+		all |= s[i];
+	while (bits < 8 && (all >> bits) != 0)
+		bits++;
+	return bits;
+}
+
 int assess_noniid_run(const uint8_t *s, size_t n, unsigned bits, struct assess_noniid *ret)
 {
 	return noniid(s, n, bits, true, ret);

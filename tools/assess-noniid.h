@@ -37,9 +37,17 @@ struct assess_noniid {
 	double min_entropy; /* min(h_original, bits x h_bitstring) */
 };
 
+/* SP 800-90B asks for 10^6 samples; fewer than this say nothing. */
+#define ASSESS_SAMPLES_MIN 1000u
+/* A capture is held whole, and its bit string takes eight times as much. */
+#define ASSESS_SAMPLES_MAX (64u << 20)
+
 const char *assess_estimator_to_string(enum assess_estimator e);
 /* The name the JSON output and the reference table use. */
 const char *assess_estimator_to_key(enum assess_estimator e);
+
+/* How many low bits the samples use: the position of the highest bit set anywhere, at least 1. */
+unsigned assess_sample_bits(const uint8_t *s, size_t n);
 
 /* Assesses n samples of bits bits. The samples, mapped onto their own alphabet, are the literal
  * data; when they take more than two values, their binary expansion (bits bits a sample, the

@@ -267,7 +267,7 @@ int assess_plot_pairs(const uint8_t *s, size_t n, const char *title, const char 
 	count = calloc(256 * 256, sizeof(*count));
 	if (!count)
 		return -ENOMEM;
-	/* n is at most EB_ESTIMATE_SAMPLES_MAX, so no count wraps. */
+	/* n is at most ASSESS_SAMPLES_MAX, so no count wraps. */
 	for (size_t i = 0; i + 1 < n; i += 2) {
 		uint32_t c = ++count[s[i] << 8 | s[i + 1]];
 

@@ -18,7 +18,6 @@
 #include "assess-report.h"
 #include "assess-stats.h"
 #include "cli.h"
-#include "estimate.h"
 #include "log.h"
 #include "macro.h"
 
@@ -164,7 +163,7 @@ static int parse_args(int argc, char *argv[])
 	return EB_CLI_CONTINUE;
 }
 
-/* Reads at most EB_ESTIMATE_SAMPLES_MAX bytes of path ("-": stdin); *ret_more says whether the
+/* Reads at most ASSESS_SAMPLES_MAX bytes of path ("-": stdin); *ret_more says whether the
  * file went on beyond them. */
 static int read_capture(const char *path, uint8_t **ret, size_t *ret_n, bool *ret_more)
 {
@@ -191,9 +190,9 @@ static int read_capture(const char *path, uint8_t **ret, size_t *ret_n, bool *re
 		if (n == size) {
 			uint8_t *p;
 
-			if (size == EB_ESTIMATE_SAMPLES_MAX)
+			if (size == ASSESS_SAMPLES_MAX)
 				break;
-			size = MIN(MAX(size * 2, (size_t)1 << 20), (size_t)EB_ESTIMATE_SAMPLES_MAX);
+			size = MIN(MAX(size * 2, (size_t)1 << 20), (size_t)ASSESS_SAMPLES_MAX);
 			p = realloc(buf, size);
 			if (!p)
 				return -ENOMEM;
@@ -207,7 +206,7 @@ static int read_capture(const char *path, uint8_t **ret, size_t *ret_n, bool *re
 			break;
 		}
 	}
-	c = n == EB_ESTIMATE_SAMPLES_MAX ? fgetc(f) : EOF;
+	c = n == ASSESS_SAMPLES_MAX ? fgetc(f) : EOF;
 	*ret_more = c != EOF;
 	*ret = TAKE_PTR(buf);
 	*ret_n = n;
@@ -486,7 +485,7 @@ static int run_extras(const char *path, const uint8_t *s, size_t n, unsigned bit
 /* The samples' width: the widest seen, or --bits. An exit code, or EB_CLI_CONTINUE. */
 static int sample_bits(const char *path, const uint8_t *s, size_t n, unsigned *ret)
 {
-	unsigned bits = eb_estimate_sample_bits(s, n);
+	unsigned bits = assess_sample_bits(s, n);
 
 	if (arg_bits > 0) {
 		if (bits > arg_bits) {
@@ -532,10 +531,10 @@ int main(int argc, char *argv[])
 	}
 	if (more)
 		log_warning("'%s' is longer than %u bytes; assessing its first %u.", path,
-		            EB_ESTIMATE_SAMPLES_MAX, EB_ESTIMATE_SAMPLES_MAX);
-	if (n < EB_ESTIMATE_SAMPLES_MIN) {
+		            ASSESS_SAMPLES_MAX, ASSESS_SAMPLES_MAX);
+	if (n < ASSESS_SAMPLES_MIN) {
 		log_error("'%s' holds %zu bytes; the estimates need at least %u.", path, n,
-		          EB_ESTIMATE_SAMPLES_MIN);
+		          ASSESS_SAMPLES_MIN);
 		return 1;
 	}
 	r = sample_bits(path, s, n, &bits);
