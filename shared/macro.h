@@ -31,8 +31,26 @@
 			return NULL;                                                               \
 		return (table)[v];                                                                 \
 	}
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
-#define MAX(a, b) ((a) > (b) ? (a) : (b))
+/* Each argument is evaluated once, so that MIN(next(), n) calls next() once and MAX(i++, j)
+ * steps i once: GNU statement expressions (gcc, clang), the temporaries named with __COUNTER__ so
+ * that MIN(MAX(a, b), c) shadows nothing. The result has the type a ?: b would have. Not in a
+ * constant expression (an array's size, a static initialiser): a statement expression is none. */
+#define EB_CONCAT_(a, b) a##b
+#define EB_CONCAT(a, b)  EB_CONCAT_(a, b)
+#define EB_MIN_(x, y, a, b)                                                                        \
+	__extension__({                                                                            \
+		__typeof__(a) x = (a);                                                             \
+		__typeof__(b) y = (b);                                                             \
+		x < y ? x : y;                                                                     \
+	})
+#define EB_MAX_(x, y, a, b)                                                                        \
+	__extension__({                                                                            \
+		__typeof__(a) x = (a);                                                             \
+		__typeof__(b) y = (b);                                                             \
+		x > y ? x : y;                                                                     \
+	})
+#define MIN(a, b) EB_MIN_(EB_CONCAT(min_a_, __COUNTER__), EB_CONCAT(min_b_, __COUNTER__), a, b)
+#define MAX(a, b) EB_MAX_(EB_CONCAT(max_a_, __COUNTER__), EB_CONCAT(max_b_, __COUNTER__), a, b)
 #define SWAP(a, b)                                                                                 \
 	do {                                                                                       \
 		__typeof__(a) _t_ = (a);                                                           \

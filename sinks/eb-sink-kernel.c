@@ -30,12 +30,12 @@
 /* A jump of the suspend gap smaller than this is scheduling noise, not a suspend. */
 #define RESUME_SLACK_NS (2 * (int64_t)1000000000)
 /* One scheduled mix gives up after this long and waits for the next. */
-#define MIX_DEADLINE_MS 60000
+#define MIX_DEADLINE_MS 60000ULL
 /* --oneshot gives up this much before the hard --timeout (a quarter of it at most). */
 #define ONESHOT_MARGIN_MS 500
 /* Before 5.18 a refill asks for what the pool lacks, within these bounds. */
-#define REFILL_MIN_BITS 64
-#define REFILL_MAX_BITS 4096
+#define REFILL_MIN_BITS 64ULL
+#define REFILL_MAX_BITS 4096ULL
 
 static bool arg_oneshot;
 static bool arg_reseed;

@@ -62,7 +62,8 @@ static int feed_take(void *userdata, struct eb_client *c, const uint8_t *buf, si
 		log_warning("Broker %s vouched for only %u bits of the %zu bytes it sent; "
 		            "mixed them in without credit",
 		            eb_client_broker(c), bits, len);
-		(void)eb_sleep_ms(f->deadline ? MIN(1000, eb_ms_until(f->deadline)) : 1000);
+		(void)eb_sleep_ms(f->deadline ? MIN((uint64_t)1000, eb_ms_until(f->deadline))
+		                              : 1000);
 		return EB_SINK_FAILOVER;
 	}
 	f->credited += credit;

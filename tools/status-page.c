@@ -229,10 +229,10 @@ static int chart_data_load(struct chart_data *d, const struct view_series *h)
 	size_t skip = h->n > h->slots ? h->n - h->slots : 0;
 
 	*d = (struct chart_data){.n = h->n - skip, .pool_min = INFINITY};
-	d->pool = calloc(MAX(d->n, 1), sizeof(double));
-	d->in = calloc(MAX(d->n, 1), sizeof(double));
-	d->out = calloc(MAX(d->n, 1), sizeof(double));
-	d->marks = calloc(MAX(d->n, 1), 1);
+	d->pool = calloc(MAX(d->n, (size_t)1), sizeof(double));
+	d->in = calloc(MAX(d->n, (size_t)1), sizeof(double));
+	d->out = calloc(MAX(d->n, (size_t)1), sizeof(double));
+	d->marks = calloc(MAX(d->n, (size_t)1), 1);
 	if (!d->pool || !d->in || !d->out || !d->marks)
 		return -ENOMEM;
 	for (size_t i = 0; i < d->n; i++) {
