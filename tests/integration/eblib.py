@@ -451,6 +451,92 @@ def prometheus_query(port, expr):
         raise Failure(f"prometheus query {expr}: {data}")
     return [(s["metric"], float(s["value"][1])) for s in data["data"]["result"]]
 
+# Set in a test's second run, inside the namespaces rerun_unshared() made for it.
+INNER = "EB_TEST_INNER"
+
+
+def inner_run():
+    """Whether this is a test's second run, inside the namespaces rerun_unshared() made."""
+    return bool(os.environ.get(INNER))
+
+
+def rerun_unshared(net=False, private_run=False, timeout=300):
+    """Runs the calling test again under unshare, in a mount namespace of its own (propagation
+    private, so that what it mounts stays there) and, with net, a network namespace of its own
+    (lo alone, down); with private_run, a tmpfs on /run first, where a Journal can take the
+    journal's socket without touching the machine's journald. inner_run() is true there. Exits
+    with the inner run's code (0, 1, or 77 for a skip); its output is this run's. Needs root: the
+    caller skips, or runs without the namespaces, before asking."""
+    need("unshare")
+    flags = ["--mount", "--propagation", "private"] + (["--net"] if net else [])
+    if run(["unshare", *flags, "true"]).returncode != 0:
+        print(f"SKIP: cannot make a namespace of our own (unshare {' '.join(flags)})")
+        sys.exit(SKIP)
+    cmd = [sys.executable, os.path.abspath(sys.argv[0])]
+    if private_run:
+        cmd = ["sh", "-c", 'mount -t tmpfs tmpfs /run && exec "$@"', "sh", *cmd]
+    p = subprocess.run(["unshare", *flags, *cmd], env=dict(os.environ, **{INNER: "1"}),
+                       timeout=timeout)
+    sys.exit(p.returncode)
+
+
+class Journal:
+    """The journal's socket, bound by the test itself in the private /run of
+    rerun_unshared(private_run=True): what sd_journal_send() of the broker and the clients sends,
+    in the journal's native protocol (KEY=value lines, one datagram an entry; our programs send
+    no binary fields)."""
+
+    PATH = "/run/systemd/journal/socket"
+
+    def __init__(self):
+        os.makedirs(os.path.dirname(self.PATH), exist_ok=True)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.PATH)
+        self.sock.setblocking(False)
+
+    @staticmethod
+    def parse(dgram):
+        return dict(l.split("=", 1) for l in dgram.decode(errors="replace").split("\n") if "=" in l)
+
+    def entries(self, msgid=None):
+        """The entries that came since the last call (those with MESSAGE_ID=msgid, when given),
+        without waiting."""
+        out = []
+        while True:
+            try:
+                out.append(self.parse(self.sock.recv(65536)))
+            except BlockingIOError:
+                break
+        return [e for e in out if msgid is None or e.get("MESSAGE_ID") == msgid]
+
+    def wait(self, what, pred, timeout=10):
+        """The entries that come until one satisfies pred, all of them; fails naming what after
+        timeout seconds without one."""
+        out = []
+        deadline = time.monotonic() + timeout
+        while not any(pred(e) for e in out):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Failure(f"timed out waiting for {what} in the journal ({len(out)} entries)")
+            self.sock.settimeout(left)
+            try:
+                out.append(self.parse(self.sock.recv(65536)))
+            except socket.timeout:
+                pass
+            finally:
+                self.sock.setblocking(False)
+        return out
+
+    def close(self):
+        self.sock.close()
+
+
+def private_journal():
+    """A Journal in the inner run of rerun_unshared(private_run=True); None elsewhere, where a
+    test reads its programs' standard error instead."""
+    return Journal() if inner_run() else None
+
+
 def main(test):
     """Runs test(), prints a TAP-ish verdict, exits 0, 1 or 77."""
     try:

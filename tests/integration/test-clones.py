@@ -15,10 +15,9 @@ import os
 import re
 import socket
 import subprocess
-import sys
 
-from eblib import (Broker, check, donate, main, need, prog, reserve_port, run, tcp_listening,
-                   wait_for)
+from eblib import (Broker, check, donate, inner_run, main, need, prog, private_journal,
+                   rerun_unshared, reserve_port, run, tcp_listening, wait_for)
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MSGID_CLONE = "d06b61be4841454e8c5c772acb196431"
@@ -50,18 +49,6 @@ def sinks(b, user):
     return [s for s in json.loads(ctl(b, "sinks", "--json"))["sinks"] if s["user"] == user]
 
 
-def journal_entries(j):
-    """The journal's native protocol: KEY=value lines, one datagram an entry."""
-    out = []
-    while True:
-        try:
-            dgram = j.recv(65536)
-        except (socket.timeout, BlockingIOError):
-            return out
-        out.append(dict(l.split("=", 1) for l in dgram.decode(errors="replace").split("\n")
-                        if "=" in l))
-
-
 def sink(b, user, n, procs):
     """A long-lived sink (eb-sink-file --fifo keeps its session open, as a guest's feed does) and
     a reader of n bytes from its FIFO: the reader's process is returned, the sink's is kept in
@@ -79,12 +66,7 @@ def sink(b, user, n, procs):
 
 
 def inner():
-    j = None
-    if os.environ.get("EB_JOURNAL_INNER"):
-        os.makedirs("/run/systemd/journal", exist_ok=True)
-        j = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        j.bind("/run/systemd/journal/socket")
-        j.setblocking(False)
+    j = private_journal()
     b = Broker({"alice": {"role": "source", "max-credit-per-byte": 8},
                 "vm1": {"role": "sink", "guest": "yes"},
                 "fleet": {"role": "sink"},
@@ -146,7 +128,7 @@ def inner():
               "eb-brokerctl sinks marks vm1's three sessions and says what the mark means")
 
         if j:
-            entries = [e for e in journal_entries(j) if e.get("MESSAGE_ID") == MSGID_CLONE]
+            entries = j.entries(MSGID_CLONE)
             with open(os.path.join(SRC, "catalog", "entropy-broker.catalog")) as f:
                 catalog = f.read()
             check(f"-- {MSGID_CLONE}\n" in catalog, "the catalog explains the MESSAGE_ID")
@@ -203,16 +185,9 @@ def inner():
 def test():
     need("systemd-socket-activate")
     need("promtool")
-    if os.environ.get("EB_JOURNAL_INNER") or os.geteuid() != 0:
+    if inner_run() or os.geteuid() != 0:
         return inner()
-    need("unshare")
-    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                        "mount -t tmpfs tmpfs /run && exec \"$0\" \"$1\"", sys.executable,
-                        os.path.abspath(__file__)],
-                       env=dict(os.environ, EB_JOURNAL_INNER="1"), capture_output=True, timeout=100)
-    sys.stdout.write(p.stdout.decode())
-    sys.stderr.write(p.stderr.decode())
-    check(p.returncode == 0, "a guest's clones are noticed (inner run)")
+    rerun_unshared(private_run=True, timeout=100)
 
 
 main(test)

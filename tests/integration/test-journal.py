@@ -6,12 +6,8 @@ what sd_journal_sendv() sends: EB_POOL_BITS=, EB_POOL_CAPACITY_BITS=, MESSAGE_ID
 catalog, PRIORITY=."""
 import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
 
-from eblib import Broker, check, donate, main, need
+from eblib import Broker, Journal, check, donate, inner_run, main, need_root, rerun_unshared
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -21,21 +17,8 @@ def catalog_ids():
         return set(re.findall(r"^-- ([0-9a-f]{32})$", f.read(), flags=re.M))
 
 
-def parse(dgram):
-    """The journal's native protocol: KEY=value lines (no binary fields from us)."""
-    fields = {}
-    for line in dgram.decode(errors="replace").split("\n"):
-        if "=" in line:
-            k, v = line.split("=", 1)
-            fields[k] = v
-    return fields
-
-
 def inner():
-    os.makedirs("/run/systemd/journal", exist_ok=True)
-    j = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    j.bind("/run/systemd/journal/socket")
-    j.settimeout(5)
+    j = Journal()
     b = Broker({"alice": {"role": "source"}, "admin": {"role": "admin"}})
     b.log_target = "journal"
     b.start()
@@ -46,15 +29,8 @@ def inner():
         b.status()
         check(donate(b, "alice", data).returncode == 0, "alice donates")
         st = b.status()
-        entries = []
-        while True:
-            try:
-                entries.append(parse(j.recv(65536)))
-            except socket.timeout:
-                break
-            if any("Pool" in e.get("MESSAGE", "") and e.get("EB_POOL_BITS", "0") != "0"
-                   for e in entries):
-                break
+        entries = j.wait("a pool-level entry after the donation",
+                         lambda e: "Pool" in e.get("MESSAGE", "") and e.get("EB_POOL_BITS", "0") != "0")
         check(len(entries) > 0, f"the broker wrote {len(entries)} journal entries")
         ready = [e for e in entries if e.get("MESSAGE", "").startswith("Broker ready")]
         check(len(ready) == 1, "one 'Broker ready' entry")
@@ -79,21 +55,10 @@ def inner():
 
 
 def test():
-    if os.environ.get("EB_JOURNAL_INNER"):
+    if inner_run():
         return inner()
-    need("unshare")
-    if os.geteuid() != 0:
-        print("SKIP: needs root for a private mount namespace")
-        sys.exit(77)
-    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                        "mount -t tmpfs tmpfs /run && exec \"$0\" \"$1\"", sys.executable,
-                        os.path.abspath(__file__)],
-                       env=dict(os.environ, EB_JOURNAL_INNER="1"), capture_output=True, timeout=60)
-    sys.stdout.write(p.stdout.decode())
-    sys.stderr.write(p.stderr.decode())
-    if p.returncode == 77:
-        sys.exit(77)
-    check(p.returncode == 0, "the broker's journal fields are right (inner run)")
+    need_root("for a private mount namespace")
+    rerun_unshared(private_run=True, timeout=60)
 
 
 main(test)

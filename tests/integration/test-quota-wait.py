@@ -14,10 +14,9 @@ import os
 import re
 import socket
 import subprocess
-import sys
 
-from eblib import (Broker, check, donate, main, need, prog, reserve_port, run, tcp_listening,
-                   wait_for)
+from eblib import (Broker, check, donate, inner_run, main, need, prog, private_journal,
+                   rerun_unshared, reserve_port, run, tcp_listening, wait_for)
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MSGID_QUOTA_SPENT = "9e0aec3866724838af0c20345890d6e8"
@@ -46,25 +45,8 @@ def ctl(b, *what):
     return p.stdout.decode()
 
 
-def journal_entries(j):
-    """The journal's native protocol: KEY=value lines, one datagram an entry."""
-    out = []
-    while True:
-        try:
-            dgram = j.recv(65536)
-        except (socket.timeout, BlockingIOError):
-            return out
-        out.append(dict(l.split("=", 1) for l in dgram.decode(errors="replace").split("\n")
-                        if "=" in l))
-
-
 def inner():
-    j = None
-    if os.environ.get("EB_JOURNAL_INNER"):
-        os.makedirs("/run/systemd/journal", exist_ok=True)
-        j = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        j.bind("/run/systemd/journal/socket")
-        j.setblocking(False)
+    j = private_journal()
     b = Broker({"alice": {"role": "source", "max-credit-per-byte": 8},
                 "vm": {"role": "sink", "quota-bits-per-hour": QUOTA},
                 "local": {"role": "admin", "unix-uid": os.getuid(), "key": False}})
@@ -152,7 +134,7 @@ def inner():
             s for s in json.loads(ctl(b, "sinks", "--json"))["sinks"]
             if s["user"] == "vm" and s["quota_answers"] >= 1], 30)
         if j:
-            entries = [e for e in journal_entries(j) if e.get("MESSAGE_ID") == MSGID_QUOTA_SPENT]
+            entries = j.entries(MSGID_QUOTA_SPENT)
             with open(os.path.join(SRC, "catalog", "entropy-broker.catalog")) as f:
                 catalog = f.read()
             check(f"-- {MSGID_QUOTA_SPENT}\n" in catalog, "the catalog explains the MESSAGE_ID")
@@ -181,16 +163,9 @@ def inner():
 
 def test():
     need("systemd-socket-activate")
-    if os.environ.get("EB_JOURNAL_INNER") or os.geteuid() != 0:
+    if inner_run() or os.geteuid() != 0:
         return inner()
-    need("unshare")
-    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                        "mount -t tmpfs tmpfs /run && exec \"$0\" \"$1\"", sys.executable,
-                        os.path.abspath(__file__)],
-                       env=dict(os.environ, EB_JOURNAL_INNER="1"), capture_output=True, timeout=100)
-    sys.stdout.write(p.stdout.decode())
-    sys.stderr.write(p.stderr.decode())
-    check(p.returncode == 0, "a quota-starved sink is named with its reason (inner run)")
+    rerun_unshared(private_run=True, timeout=100)
 
 
 main(test)

@@ -9,28 +9,16 @@ right to RNDRESEEDCRNG (the seam refuses it, EPERM) it exits 1 with its failure 
 EB_STEP=RNDRESEEDCRNG, and leaves the generation and the seed file as they were. As root the
 journal is a socket of the test's own in a private mount namespace; otherwise stderr is read."""
 import os
-import socket
 import stat
 import subprocess
-import sys
 
-from eblib import BUILD, Broker, check, donate, main, need, run
+from eblib import (BUILD, Broker, check, donate, inner_run, main, need, private_journal,
+                   rerun_unshared, run)
 
 MSGID_RESEEDED = "c4245c3f44154925b549f0f1a3f7d016"
 MSGID_RESEED_FAILED = "b06025e086b44e89a07c0a6fa3053877"
 MSGID_FORK_SEEN = "989e3ad85bae4fc0ad56c7a564611dfd"
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-
-
-def journal_entries(j):
-    out = []
-    while True:
-        try:
-            dgram = j.recv(65536)
-        except (socket.timeout, BlockingIOError):
-            return out
-        out.append(dict(l.split("=", 1) for l in dgram.decode(errors="replace").split("\n")
-                        if "=" in l))
 
 
 def watch_fork(b, j):
@@ -61,18 +49,13 @@ def watch_fork(b, j):
     check(got == ["--no-block start eb-seed-reseed.service"] * 2,
           f"two fork records start eb-seed-reseed.service twice, nothing else does: {got}")
     if j:
-        entries = [e for e in journal_entries(j) if e.get("MESSAGE_ID") == MSGID_FORK_SEEN]
+        entries = j.entries(MSGID_FORK_SEEN)
         check([e.get("EB_FORKS") for e in entries] == ["1", "2"],
               f"each fork seen is a journal line with its MESSAGE_ID and EB_FORKS=: {entries}")
 
 
 def inner():
-    j = None
-    if os.environ.get("EB_JOURNAL_INNER"):
-        os.makedirs("/run/systemd/journal", exist_ok=True)
-        j = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        j.bind("/run/systemd/journal/socket")
-        j.setblocking(False)
+    j = private_journal()
     b = Broker({"alice": {"role": "source", "max-credit-per-byte": 8},
                 "vm1": {"role": "sink", "guest": "yes"}}).start()
     try:
@@ -111,7 +94,7 @@ def inner():
                   "the seed file is rewritten: its size, new bytes, mode 0600")
             check(open(gen).read() == f"{n}\n", f"the generation is {n}")
         if j:
-            entries = [e for e in journal_entries(j) if e.get("MESSAGE_ID") == MSGID_RESEEDED]
+            entries = j.entries(MSGID_RESEEDED)
             print(f"# {[e.get('MESSAGE') for e in entries]}")
             check([e.get("EB_GENERATION") for e in entries] == ["1", "2"]
                   and all(e.get("EB_CREDITED_BITS") == "256" for e in entries),
@@ -125,8 +108,7 @@ def inner():
         check(open(gen).read() == "2\n" and open(seed, "rb").read() == before,
               "the generation and the seed file are left as they were")
         if j:
-            entries = [e for e in journal_entries(j)
-                       if e.get("MESSAGE_ID") == MSGID_RESEED_FAILED]
+            entries = j.entries(MSGID_RESEED_FAILED)
             check(len(entries) == 1 and entries[0].get("EB_STEP") == "RNDRESEEDCRNG"
                   and entries[0].get("PRIORITY") == "3"
                   and "Reseed FAILED at RNDRESEEDCRNG" in entries[0].get("MESSAGE", ""),
@@ -144,16 +126,9 @@ def inner():
 
 def test():
     need("systemd-socket-activate")
-    if os.environ.get("EB_JOURNAL_INNER") or os.geteuid() != 0:
+    if inner_run() or os.geteuid() != 0:
         return inner()
-    need("unshare")
-    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                        "mount -t tmpfs tmpfs /run && exec \"$0\" \"$1\"", sys.executable,
-                        os.path.abspath(__file__)],
-                       env=dict(os.environ, EB_JOURNAL_INNER="1"), capture_output=True, timeout=100)
-    sys.stdout.write(p.stdout.decode())
-    sys.stderr.write(p.stderr.decode())
-    check(p.returncode == 0, "--reseed (inner run)")
+    rerun_unshared(private_run=True, timeout=100)
 
 
 main(test)

@@ -18,14 +18,13 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 
-from eblib import SKIP, Broker, check, main, need, need_root, prog, run, wait_for
+from eblib import (Broker, check, inner_run, main, need, need_root, prog, rerun_unshared, run,
+                   wait_for)
 
-INNER = "EB_TEST_SRV_SILENT_INNER"
 TIMEOUT_S = 5
 TARGETS = 32
 PORT = 55225
@@ -155,19 +154,13 @@ key-file = {key}
 
 
 def test():
-    if os.environ.get(INNER):
+    if inner_run():
         inner()
         return
-    need("unshare")
     need("ip")
     need_root("for a network and mount namespace (unshare --net --mount)")
-    if run(["unshare", "--net", "--mount", "true"]).returncode != 0:
-        print("SKIP: cannot make a network namespace (unshare --net --mount)")
-        sys.exit(SKIP)
-    p = subprocess.run(["unshare", "--net", "--mount", "--propagation", "private",
-                        sys.executable, os.path.abspath(__file__)],
-                       env=dict(os.environ, **{INNER: "1"}), timeout=300)
-    sys.exit(p.returncode)
+    # The same test, inside the namespaces; its output is this test's.
+    rerun_unshared(net=True, timeout=300)
 
 
 if __name__ == "__main__":

@@ -22,14 +22,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 
-from eblib import SKIP, Broker, check, main, need, need_root, prog, run, wait_for
+from eblib import (Broker, check, inner_run, main, need, need_root, prog, rerun_unshared, run,
+                   wait_for)
 
-INNER = "EB_TEST_SRV_INNER"
 TTL = 5
 # What the clients use a TTL under it for (EB_SRV_TTL_MIN_S), and the spread over which they
 # leave a target that changed records no longer put first (EB_SRV_LEAVE_SPREAD_S).
@@ -274,21 +273,14 @@ key-file = {keys['edge']}
 
 
 def test():
-    if os.environ.get(INNER):
+    if inner_run():
         inner()
         return
     need("dnsmasq")
-    need("unshare")
     need("ip")
     need_root("for a network and mount namespace (unshare --net --mount)")
-    if run(["unshare", "--net", "--mount", "true"]).returncode != 0:
-        print("SKIP: cannot make a network namespace (unshare --net --mount)")
-        sys.exit(SKIP)
     # The same test, inside the namespaces; its output is this test's.
-    p = subprocess.run(["unshare", "--net", "--mount", "--propagation", "private",
-                        sys.executable, os.path.abspath(__file__)],
-                       env=dict(os.environ, **{INNER: "1"}), timeout=400)
-    sys.exit(p.returncode)
+    rerun_unshared(net=True, timeout=400)
 
 
 if __name__ == "__main__":
