@@ -33,7 +33,7 @@ static void read_gauges(struct broker *b, struct history_gauges *ret)
 	struct eb_msg_status st;
 	const struct registry_entry *e;
 
-	broker_fill_status(b, &st);
+	broker_fill_status(b, 0, &st);
 	*ret = (struct history_gauges){
 	    .end_ms = realtime_ms(),
 	    .pool_bits = st.pool_bits,

@@ -202,9 +202,10 @@ void broker_mark_status(struct broker *b)
 	b->status_dirty = true;
 }
 
-void broker_fill_status(struct broker *b, struct eb_msg_status *ret)
+void broker_fill_status(struct broker *b, uint8_t version, struct eb_msg_status *ret)
 {
 	*ret = (struct eb_msg_status){
+	    .version = version,
 	    .pool_bits = eb_pool_level(b->pool),
 	    .capacity_bits = eb_pool_capacity(b->pool),
 	    .bits_in = b->bits_in,
@@ -214,6 +215,12 @@ void broker_fill_status(struct broker *b, struct eb_msg_status *ret)
 	    .sinks = b->registry.n_sinks,
 	    .uptime_s = (uint32_t)((broker_now(b) - b->start_usec) / 1000000),
 	};
+	if (version >= 1) {
+		/* The pool's, since the broker started: a seed file conditioned at start counts in
+		 * them and not in bits_in (docs/protocol.md 3.11). */
+		ret->carried_bits = eb_pool_carried(b->pool);
+		ret->dropped_bits = eb_pool_dropped(b->pool);
+	}
 }
 
 void broker_notify_status(struct broker *b)

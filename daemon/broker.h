@@ -196,7 +196,8 @@ void broker_log_pool(struct broker *b, int level, const char *msgid, const char 
 /* Sends STATUS= now: the pool, and a failed reload in front of it. */
 void broker_notify_status(struct broker *b);
 void broker_mark_status(struct broker *b);
-void broker_fill_status(struct broker *b, struct eb_msg_status *ret);
+/* STATUS in the layout of version (0 .. EB_STATUS_VERSION). */
+void broker_fill_status(struct broker *b, uint8_t version, struct eb_msg_status *ret);
 uint64_t broker_now(struct broker *b);
 /* One more of a refusal the admin's counters table shows; counted whether or not it is logged. */
 static inline void broker_count(struct broker *b, enum eb_counter c)

@@ -490,6 +490,14 @@ void eb_client_leave(struct eb_client *c, const char *why)
 	eb_client_disconnect(c);
 }
 
+int client_reconnect(struct eb_client *c)
+{
+	/* eb_client_connect() starts at the broker after the one last used: start one earlier. */
+	if (c->current >= 0)
+		c->current = (int)(((unsigned)c->current + c->n_uris - 1) % c->n_uris);
+	return eb_client_connect(c);
+}
+
 int eb_client_connect(struct eb_client *c)
 {
 	unsigned start = c->current < 0 ? 0 : ((unsigned)c->current + 1) % c->n_uris;

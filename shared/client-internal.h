@@ -60,6 +60,11 @@ struct eb_client {
 	/* eb_client_end_requests(): the session's requests are ended (until a disconnect), and the
 	 * broker has shown it does not answer after that (for the client's whole life). */
 	bool ended, no_end;
+	/* The code of the broker's last ERROR, 0 for none since the last connect; and whether a
+	 * broker refused STATUS_REQ's version (older than it), so that STATUS is asked for in the
+	 * first layout from then on. */
+	int error_code;
+	bool status_v0;
 
 	uint8_t buf[EB_FRAME_MAX];
 };
@@ -74,6 +79,9 @@ int client_send(struct eb_client *c, const struct eb_msg *m);
 /* client.c: the next message that is not SLEEP or WAKE, within timeout_ms in all. */
 int client_read_answer(struct eb_client *c, int timeout_ms, struct eb_msg *ret);
 
+/* client-connect.c: connects again to the broker last used (not the next, as
+ * eb_client_connect() does). */
+int client_reconnect(struct eb_client *c);
 /* client-connect.c: leaves a srv: address's target once its records no longer put it first;
  * -ENOTCONN then. */
 int client_srv_follow(struct eb_client *c);

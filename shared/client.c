@@ -114,6 +114,7 @@ static int broker_error(struct eb_client *c, const struct eb_msg_error *e)
 	             e->text, eb_error_code_to_string(e->code)) < 0)
 		c->last_error[0] = '\0';
 	eb_client_disconnect(c);
+	c->error_code = e->code;
 	return r < 0 ? r : -EPROTO;
 }
 
@@ -475,12 +476,25 @@ int eb_client_set_chain(struct eb_client *c, const uint64_t *ids, unsigned n)
 
 int eb_client_status(struct eb_client *c, struct eb_msg_status *ret)
 {
-	struct eb_msg m = {.type = EB_MSG_STATUS_REQ};
+	uint8_t version = c->status_v0 ? 0 : EB_STATUS_VERSION;
+	struct eb_msg m = {.type = EB_MSG_STATUS_REQ, .status_req = {.version = version}};
 	int r;
 
+	c->error_code = 0;
 	r = transact(c, &m, EB_MSG_STATUS, "the broker answered STATUS with something else");
+	/* A broker older than STATUS's versions refuses a STATUS_REQ with a payload as malformed,
+	 * and closes (docs/protocol.md 8): ask it again, once, for the first layout. */
+	if (r < 0 && version > 0 && c->error_code == EB_ERR_PROTOCOL) {
+		c->status_v0 = true;
+		r = client_reconnect(c);
+		if (r < 0)
+			return r;
+		return eb_client_status(c, ret);
+	}
 	if (r < 0)
 		return r;
+	if (m.status.version != version)
+		return client_fail(c, -EPROTO, "the broker answered STATUS in another layout");
 	*ret = m.status;
 	return 0;
 }

@@ -99,6 +99,9 @@ int eb_client_request(struct eb_client *c, size_t len, enum eb_get_mode mode);
 int eb_client_receive(struct eb_client *c, void *buf, size_t size, size_t *ret_len,
                       uint32_t *ret_bits, uint32_t *ret_retry_ms);
 
+/* STATUS in the latest layout the broker speaks: ret->version says which (0: no carried or
+ * dropped credit). A broker that refuses the versioned request (older than it) is connected to
+ * again and asked for the first layout, and so for the rest of the client's life. */
 int eb_client_status(struct eb_client *c, struct eb_msg_status *ret);
 /* One page of a report table (report.h): the rows with ids above after. ret->rows points into
  * the client's buffer and is valid until the next call. */

@@ -45,6 +45,7 @@ struct eb_pool {
 	uint32_t head;    /* oldest block held */
 	uint32_t held;    /* blocks held; the level is held * BLOCK_BITS */
 	uint32_t acc_credit;
+	uint64_t dropped; /* credit beyond BLOCK_CREDIT at the cuts, since creation */
 
 	bool spill_dirty;
 	bool mix_xor, mix_drbg; /* mix not yet given to that DRBG */
@@ -265,6 +266,9 @@ static int condition(struct eb_pool *pool, const uint8_t *data, size_t len, uint
 		if (r < 0)
 			return r;
 		base = credit_prefix(end, credit, len);
+		/* The cut falls on a byte: what that byte's share of credit brings beyond the
+		 * block's target is inside the block now, and counts for nothing (emit_block()). */
+		pool->dropped += base - target;
 		pos = end;
 	}
 	return 0;
@@ -461,6 +465,18 @@ int eb_pool_take_drbg(struct eb_pool *pool, void *buf, size_t len, bool may_rese
 fail:
 	explicit_bzero(out, len);
 	return r;
+}
+
+uint64_t eb_pool_carried(const struct eb_pool *pool)
+{
+	assert(pool);
+	return pool->acc_credit;
+}
+
+uint64_t eb_pool_dropped(const struct eb_pool *pool)
+{
+	assert(pool);
+	return pool->dropped;
 }
 
 uint64_t eb_pool_level(const struct eb_pool *pool)

@@ -73,7 +73,13 @@ int eb_pool_take_drbg(struct eb_pool *pool, void *buf, size_t len, bool may_rese
  * uses it to answer EMPTY before trying. */
 uint64_t eb_pool_cost_bits(const struct eb_pool *pool, size_t len);
 
-uint64_t eb_pool_level(const struct eb_pool *pool);    /* credited bits held */
+uint64_t eb_pool_level(const struct eb_pool *pool); /* credited bits held */
+/* Input credit waiting in the accumulator for the rest of a block: 0 .. 575, outside the level. */
+uint64_t eb_pool_carried(const struct eb_pool *pool);
+/* Input credit dropped since creation: at each block's cut, what the cutting byte's share of
+ * credit brought beyond the block's 576 bits. So every credit eb_pool_add() accepted is, to the
+ * bit, 576 per block conditioned, carried, or dropped (docs/pool.md). */
+uint64_t eb_pool_dropped(const struct eb_pool *pool);
 uint64_t eb_pool_capacity(const struct eb_pool *pool); /* bits */
 
 /* Moves up to max_len bytes of pool content out for a seed file: full-entropy bytes that keep

@@ -27,10 +27,12 @@
  *   GET        u32 bits, u8 mode, u8 reserved[3]
  *   DATA       u32 bits, u32 len, data
  *   EMPTY, SLEEP, QUOTA   u32 retry_ms
- *   WAKE, STATUS_REQ      (empty)
+ *   WAKE       (empty)
+ *   STATUS_REQ (empty: version 0), or u8 version (1), u8 reserved[3]
  *   ERROR      u16 code, u16 len, text
  *   STATUS     u64 pool_bits, u64 capacity_bits, u64 bits_in, u64 bits_out, u64 bytes_drbg,
- *              u32 sources, u32 sinks, u32 uptime_s
+ *              u32 sources, u32 sinks, u32 uptime_s; version 1 adds u64 carried_bits,
+ *              u64 dropped_bits. The length says which: a client knows what it asked for.
  *   REPORT_REQ, REPORT    report.c
  *   ACTION_REQ, ACTION, STATE_REQ, STATE    proto-admin.c
  */
@@ -43,6 +45,9 @@
 #define RETRY_SIZE         4
 #define ERROR_FIXED_SIZE   4
 #define STATUS_SIZE        52
+#define STATUS_V1_SIZE     68
+#define STATUS_REQ_V1_SIZE 4
+#define STATUS_CARRIED_MAX 575 /* a block is 512 + 64 bits of input credit (pool.h) */
 
 /*
  * Text from a peer ends up in the journal and on terminals, so it must be valid UTF-8 with no
@@ -153,12 +158,31 @@ static int welcome_validate(const struct eb_msg_welcome *w, size_t *ret_size)
  * proto-admin.c. */
 static int admin_validate(const struct eb_msg *m, size_t *ret_size)
 {
+	if (m->type == EB_MSG_STATUS_REQ) {
+		/* Version 0 is the empty payload alone, as before versions existed. */
+		if (m->status_req.version > EB_STATUS_VERSION)
+			return -EINVAL;
+		*ret_size = m->status_req.version == 0 ? 0 : STATUS_REQ_V1_SIZE;
+		return 0;
+	}
 	if (m->type == EB_MSG_STATUS) {
 		/* The broker never holds more than its capacity; a status that says otherwise is
 		 * from a broker that is broken, and better refused than shown. */
 		if (m->status.pool_bits > m->status.capacity_bits)
 			return -EINVAL;
-		*ret_size = STATUS_SIZE;
+		/* One encoding: version 0 has no room for the later fields. Carried credit is short
+		 * of a block. (Dropped credit is not bounded by bits_in: a seed file conditioned
+		 * at start drops some that bits_in does not count.) */
+		if (m->status.version == 0) {
+			if (m->status.carried_bits != 0 || m->status.dropped_bits != 0)
+				return -EINVAL;
+			*ret_size = STATUS_SIZE;
+			return 0;
+		}
+		if (m->status.version > EB_STATUS_VERSION ||
+		    m->status.carried_bits > STATUS_CARRIED_MAX)
+			return -EINVAL;
+		*ret_size = STATUS_V1_SIZE;
 		return 0;
 	}
 	if (m->type == EB_MSG_REPORT_REQ || m->type == EB_MSG_REPORT)
@@ -219,7 +243,6 @@ static int msg_validate(const struct eb_msg *m, size_t *ret_size)
 		size = RETRY_SIZE;
 		break;
 	case EB_MSG_WAKE:
-	case EB_MSG_STATUS_REQ:
 		size = 0;
 		break;
 	case EB_MSG_ERROR:
@@ -230,6 +253,7 @@ static int msg_validate(const struct eb_msg *m, size_t *ret_size)
 			return r;
 		size = ERROR_FIXED_SIZE + n;
 		break;
+	case EB_MSG_STATUS_REQ:
 	case EB_MSG_STATUS:
 	case EB_MSG_REPORT_REQ:
 	case EB_MSG_REPORT:
@@ -409,12 +433,34 @@ static int status_decode(struct cursor *c, struct eb_msg_status *st)
 		r = take_be32(c, &st->sinks);
 	if (r >= 0)
 		r = take_be32(c, &st->uptime_s);
+	if (r < 0 || c->left == 0)
+		return r;
+	st->version = 1;
+	r = take_be64(c, &st->carried_bits);
+	if (r >= 0)
+		r = take_be64(c, &st->dropped_bits);
+	return r;
+}
+
+static int status_req_decode(struct cursor *c, struct eb_msg_status_req *q)
+{
+	int r;
+
+	if (c->left == 0)
+		return 0;
+	r = take_u8(c, &q->version);
+	if (r >= 0 && q->version == 0)
+		r = -EBADMSG; /* version 0 is the empty payload */
+	if (r >= 0)
+		r = take_zero(c, 3);
 	return r;
 }
 
 /* The same split for decoding. */
 static int admin_decode(struct cursor *c, struct eb_msg *m)
 {
+	if (m->type == EB_MSG_STATUS_REQ)
+		return status_req_decode(c, &m->status_req);
 	if (m->type == EB_MSG_STATUS)
 		return status_decode(c, &m->status);
 	if (m->type == EB_MSG_REPORT_REQ || m->type == EB_MSG_REPORT)
@@ -470,7 +516,6 @@ int eb_msg_decode(const struct eb_frame *frame, struct eb_msg *ret)
 			m.retry.retry_ms = u32;
 		break;
 	case EB_MSG_WAKE:
-	case EB_MSG_STATUS_REQ:
 		r = 0;
 		break;
 	case EB_MSG_ERROR:
@@ -480,6 +525,7 @@ int eb_msg_decode(const struct eb_frame *frame, struct eb_msg *ret)
 			r = take_text(&c, EB_TEXT_MAX, m.error.text);
 		}
 		break;
+	case EB_MSG_STATUS_REQ:
 	case EB_MSG_STATUS:
 	case EB_MSG_REPORT_REQ:
 	case EB_MSG_REPORT:
@@ -520,8 +566,18 @@ static void hello_encode(struct writer *w, const struct eb_msg_hello *h)
 	}
 }
 
-static void status_encode(struct writer *w, const struct eb_msg_status *st)
+/* STATUS_REQ and STATUS, in the version's layout. */
+static void status_encode(struct writer *w, const struct eb_msg *m)
 {
+	const struct eb_msg_status *st = &m->status;
+
+	if (m->type == EB_MSG_STATUS_REQ) {
+		if (m->status_req.version == 0)
+			return;
+		put_u8(w, m->status_req.version);
+		put_zero(w, 3);
+		return;
+	}
 	put_be64(w, st->pool_bits);
 	put_be64(w, st->capacity_bits);
 	put_be64(w, st->bits_in);
@@ -530,6 +586,10 @@ static void status_encode(struct writer *w, const struct eb_msg_status *st)
 	put_be32(w, st->sources);
 	put_be32(w, st->sinks);
 	put_be32(w, st->uptime_s);
+	if (st->version == 0)
+		return;
+	put_be64(w, st->carried_bits);
+	put_be64(w, st->dropped_bits);
 }
 
 int eb_msg_encode(const struct eb_msg *msg, uint8_t *buf, size_t size)
@@ -586,14 +646,14 @@ int eb_msg_encode(const struct eb_msg *msg, uint8_t *buf, size_t size)
 		put_be32(&w, msg->retry.retry_ms);
 		break;
 	case EB_MSG_WAKE:
-	case EB_MSG_STATUS_REQ:
 		break;
 	case EB_MSG_ERROR:
 		put_be16(&w, (uint16_t)msg->error.code);
 		put_text(&w, msg->error.text);
 		break;
+	case EB_MSG_STATUS_REQ:
 	case EB_MSG_STATUS:
-		status_encode(&w, &msg->status);
+		status_encode(&w, msg);
 		break;
 	case EB_MSG_REPORT_REQ:
 	case EB_MSG_REPORT:

@@ -139,7 +139,16 @@ struct eb_msg_error {
 	char text[EB_TEXT_MAX + 1];
 };
 
+/* STATUS's layouts: 0, the first (an empty STATUS_REQ), and 1, which adds the pool's carried
+ * and dropped credit (docs/protocol.md 3.10, 3.11). */
+#define EB_STATUS_VERSION 1
+
+struct eb_msg_status_req {
+	uint8_t version; /* 0 .. EB_STATUS_VERSION; 0 is the empty payload */
+};
+
 struct eb_msg_status {
+	uint8_t version; /* the layout: the STATUS_REQ's; not on the wire, said by the length */
 	uint64_t pool_bits;
 	uint64_t capacity_bits;
 	uint64_t bits_in;    /* credited since start */
@@ -148,6 +157,10 @@ struct eb_msg_status {
 	uint32_t sources;
 	uint32_t sinks;
 	uint32_t uptime_s;
+	/* Version 1: input credit short of a block, waiting outside the level (0..575), and the
+	 * credit dropped at the cuts of blocks since start (docs/pool.md). */
+	uint64_t carried_bits;
+	uint64_t dropped_bits;
 };
 
 /* An admin asks for the rows of a table whose ids are above after (0: from the start). */
@@ -249,6 +262,7 @@ struct eb_msg {
 		struct eb_msg_data data;
 		struct eb_msg_retry retry; /* EMPTY, SLEEP, QUOTA */
 		struct eb_msg_error error;
+		struct eb_msg_status_req status_req;
 		struct eb_msg_status status;
 		struct eb_msg_report_req report_req;
 		struct eb_msg_report report;
@@ -273,7 +287,8 @@ void eb_frame_header_write(uint8_t *buf, enum eb_msg_type type, uint32_t length)
 
 /* Decodes a frame's payload into *ret. Pointers in *ret (PUT and DATA bodies, REPORT rows) point
  * into the frame's payload. Returns -EBADMSG for a payload that is truncated, too long, or has a
- * field out of range, REPORT rows included. WAKE and STATUS_REQ carry no payload. */
+ * field out of range, REPORT rows included. WAKE carries no payload; STATUS_REQ none or a
+ * version. */
 int eb_msg_decode(const struct eb_frame *frame, struct eb_msg *ret);
 
 /* Encodes msg as a whole frame (header included) into buf of size bytes; returns the frame's

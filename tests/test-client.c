@@ -206,6 +206,101 @@ static void test_wakes_before_answer(void **state)
 	assert_non_null(strstr(error, "SLEEP or WAKE again and again"));
 }
 
+/* A broker older than STATUS's versions (docs/protocol.md 8): a STATUS_REQ with a payload is
+ * malformed to it, answered with ERROR(PROTOCOL) and the end of the session; the empty one gets
+ * the 52-byte STATUS. It serves two connections, and counts the versioned requests it saw. */
+struct old_broker {
+	int listen_fd;
+	unsigned versioned, empty;
+};
+
+static void *old_broker(void *arg)
+{
+	static uint8_t buf[EB_FRAME_MAX];
+	struct old_broker *ob = arg;
+
+	for (int k = 0; k < 2; k++) {
+		int fd = accept4(ob->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		struct eb_msg m = {.type = EB_MSG_WELCOME};
+		uint32_t asked = 0;
+		struct eb_frame f;
+
+		assert_true(fd >= 0);
+		assert_int_equal(recv_msg(fd, &asked), EB_MSG_HELLO);
+		m.welcome = (struct eb_msg_welcome){
+		    .version = 1, .roles = EB_ROLE_ADMIN, .max_data = EB_DATA_MAX, .user = "me"};
+		send_msg(fd, &m);
+		for (;;) {
+			if (eb_read_all(fd, buf, EB_FRAME_HEADER_SIZE) != EB_FRAME_HEADER_SIZE)
+				break;
+			assert_int_equal(eb_frame_header_parse(buf, EB_FRAME_HEADER_SIZE, &f), 0);
+			assert_int_equal(f.type, EB_MSG_STATUS_REQ);
+			if (f.length > 0) {
+				ob->versioned++;
+				m = (struct eb_msg){.type = EB_MSG_ERROR,
+				                    .error = {.code = EB_ERR_PROTOCOL}};
+				snprintf(m.error.text, sizeof(m.error.text),
+				         "malformed STATUS_REQ");
+				send_msg(fd, &m);
+				break;
+			}
+			ob->empty++;
+			m = (struct eb_msg){.type = EB_MSG_STATUS,
+			                    .status = {.pool_bits = 512, .capacity_bits = 4096}};
+			send_msg(fd, &m);
+		}
+		close(fd);
+	}
+	return NULL;
+}
+
+/* eb_client asks for STATUS version 1; a broker older than that refuses and closes, and the
+ * client connects again and asks it for version 0, and only version 0 from then on. */
+static void test_status_older_broker(void **state)
+{
+	const char *tmp = getenv("TMPDIR");
+	char dir[256], path[sizeof(dir) + 16], uri[sizeof(path) + 8];
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct old_broker ob = {};
+	struct eb_client *c = NULL;
+	struct eb_msg_status st;
+	char *err = NULL;
+	pthread_t t;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/test-client-XXXXXX", tmp && *tmp ? tmp : P_tmpdir);
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/sock", dir);
+	snprintf(uri, sizeof(uri), "unix:%s", path);
+	assert_true(strlen(path) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	ob.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(ob.listen_fd >= 0);
+	assert_int_equal(bind(ob.listen_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(ob.listen_fd, 2), 0);
+	assert_int_equal(pthread_create(&t, NULL, old_broker, &ob), 0);
+	{
+		struct eb_client_options o = {
+		    .brokers = {uri}, .n_brokers = 1, .roles = EB_ROLE_ADMIN, .kind = "test"};
+
+		assert_int_equal(eb_client_new(&o, &c, &err), 0);
+	}
+	assert_int_equal(eb_client_connect(c), 0);
+	assert_int_equal(eb_client_status(c, &st), 0);
+	assert_int_equal(st.version, 0);
+	assert_int_equal(st.pool_bits, 512);
+	assert_int_equal(eb_client_status(c, &st), 0);
+	assert_int_equal(st.version, 0);
+	eb_client_free(c);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(ob.versioned, 1);
+	assert_int_equal(ob.empty, 2);
+	close(ob.listen_fd);
+	unlink(path);
+	rmdir(dir);
+	free(err);
+}
+
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -274,6 +369,7 @@ int main(void)
 	    cmocka_unit_test(test_data_longer_than_asked),
 	    cmocka_unit_test(test_wakes_before_answer),
 	    cmocka_unit_test(test_rest_ends_at_retry),
+	    cmocka_unit_test(test_status_older_broker),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -357,6 +357,7 @@ static void test_take_full_max(void **state)
 struct model {
 	uint64_t capacity_blocks;
 	uint64_t acc_credit;
+	uint64_t dropped; /* credit beyond 576 at the byte that completed a block */
 	EVP_MD_CTX *acc;
 	uint8_t (*blocks)[64]; /* FIFO of expected blocks */
 	size_t head, n, size;
@@ -389,8 +390,10 @@ static uint64_t model_add(struct model *m, const uint8_t *data, size_t len, uint
 		assert_int_equal(EVP_DigestUpdate(m->acc, data + i, 1), 1);
 		m->acc_credit += f - prev;
 		prev = f;
-		if (m->acc_credit >= 576)
+		if (m->acc_credit >= 576) {
+			m->dropped += m->acc_credit - 576;
 			model_emit(m);
+		}
 	}
 	return credit;
 }
@@ -509,6 +512,8 @@ static void run_random(uint64_t capacity, unsigned steps)
 			break;
 		}
 		assert_int_equal(eb_pool_level(p), m.n * 512);
+		assert_int_equal(eb_pool_carried(p), m.acc_credit);
+		assert_int_equal(eb_pool_dropped(p), m.dropped);
 		assert_true(eb_pool_level(p) <= eb_pool_capacity(p));
 		assert_true(out_bits <= in);
 		/* What is out, and what is held (each block standing for 576), came in. */
@@ -520,6 +525,56 @@ static void run_random(uint64_t capacity, unsigned steps)
 
 	EVP_MD_CTX_free(m.acc);
 	free(m.blocks);
+}
+
+/* docs/pool.md: every bit of credit an add accepted is 576 per block made, carried in the
+ * accumulator, or dropped at a cut, to the bit, also when credit is not whole bits a byte. Known
+ * answers first, then a sequence of odd rates checked at every step. */
+static void test_carried_dropped(void **state)
+{
+	_cleanup_(pool_freep) struct eb_pool *p = NULL;
+	uint8_t data[1000];
+	uint64_t credited, in = 0, blocks = 0;
+
+	(void)state;
+	memset(data, 0x6b, sizeof(data));
+	fake_mode = FAKE_ZERO;
+	assert_int_equal(eb_pool_new(1 << 20, &p, NULL), 0);
+	assert_int_equal(eb_pool_carried(p), 0);
+	assert_int_equal(eb_pool_dropped(p), 0);
+	/* 80 bytes at 7.5 bits a byte: the block is cut after byte 77, whose prefix carries
+	 * floor(77 * 7.5) = 577 bits: 1 dropped, and 600 - 577 = 23 carried. */
+	assert_int_equal(eb_pool_add(p, data, 80, 600, &credited), 0);
+	assert_int_equal(credited, 600);
+	assert_int_equal(eb_pool_level(p), 512);
+	assert_int_equal(eb_pool_dropped(p), 1);
+	assert_int_equal(eb_pool_carried(p), 23);
+	/* 100 bytes at 7 bits: 553 more complete the block at byte ceil(553 / 7) = 79, whose
+	 * prefix is 553: nothing dropped; then 147 carried, short of the next block. */
+	assert_int_equal(eb_pool_add(p, data, 100, 700, &credited), 0);
+	assert_int_equal(eb_pool_level(p), 1024);
+	assert_int_equal(eb_pool_dropped(p), 1);
+	assert_int_equal(eb_pool_carried(p), 147);
+	/* 1 byte at 8 bits does not complete one: all of it is carried. */
+	assert_int_equal(eb_pool_add(p, data, 1, 8, &credited), 0);
+	assert_int_equal(eb_pool_carried(p), 155);
+	in = 600 + 700 + 8;
+	blocks = 2;
+	assert_int_equal(in, 576 * blocks + eb_pool_carried(p) + eb_pool_dropped(p));
+
+	/* Rates that are not whole bits a byte, of odd lengths: the identity holds at every step.
+	 */
+	for (unsigned i = 0; i < 2000; i++) {
+		size_t len = 1 + (i * 37) % 997;
+		uint64_t bits = (len * (5 + i % 4) * 1000 + i * 7919 % 1000) / 1000;
+
+		assert_int_equal(eb_pool_add(p, data, len, bits, &credited), 0);
+		in += credited;
+		blocks = eb_pool_level(p) / 512;
+		assert_true(eb_pool_carried(p) < 576);
+		assert_int_equal(in, 576 * blocks + eb_pool_carried(p) + eb_pool_dropped(p));
+	}
+	assert_true(eb_pool_dropped(p) > 1);
 }
 
 static void test_random_small(void **state)
@@ -721,6 +776,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_clamp_and_full, reset),
 	    cmocka_unit_test_setup(test_take_full_all_or_nothing, reset),
 	    cmocka_unit_test_setup(test_take_full_max, reset),
+	    cmocka_unit_test_setup(test_carried_dropped, reset),
 	    cmocka_unit_test_setup(test_random_small, reset),
 	    cmocka_unit_test_setup(test_random_large, reset),
 	    cmocka_unit_test_setup(test_drbg_mode, reset),

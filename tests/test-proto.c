@@ -181,7 +181,9 @@ static void assert_msg_equal(const struct eb_msg *a, const struct eb_msg *b)
 		assert_int_equal(a->retry.retry_ms, b->retry.retry_ms);
 		break;
 	case EB_MSG_WAKE:
+		break;
 	case EB_MSG_STATUS_REQ:
+		assert_int_equal(a->status_req.version, b->status_req.version);
 		break;
 	case EB_MSG_ERROR:
 		assert_int_equal(a->error.code, b->error.code);
@@ -197,6 +199,9 @@ static void assert_msg_equal(const struct eb_msg *a, const struct eb_msg *b)
 		assert_int_equal(a->status.sources, b->status.sources);
 		assert_int_equal(a->status.sinks, b->status.sinks);
 		assert_int_equal(a->status.uptime_s, b->status.uptime_s);
+		assert_int_equal(a->status.version, b->status.version);
+		assert_int_equal(a->status.carried_bits, b->status.carried_bits);
+		assert_int_equal(a->status.dropped_bits, b->status.dropped_bits);
 		break;
 	case EB_MSG_REPORT_REQ:
 		assert_int_equal(a->report_req.table, b->report_req.table);
@@ -778,6 +783,7 @@ static void test_ranges_data(void **state)
 
 static void test_ranges_get_error_status(void **state)
 {
+	uint8_t buf[EB_FRAME_MAX];
 	struct eb_msg m;
 	const uint32_t bad_bits[] = {0, 1, 7, 9, 12, 255, EB_DATA_MAX * 8 + 8, UINT32_MAX};
 
@@ -826,6 +832,44 @@ static void test_ranges_get_error_status(void **state)
 	m.status.pool_bits = m.status.capacity_bits + 1;
 	assert_encode_einval(&m);
 	assert_patched_ebadmsg(EB_MSG_STATUS, 0, 1); /* pool_bits > capacity_bits */
+
+	/* STATUS's versions (docs/protocol.md 3.10, 3.11): version 0 is the empty STATUS_REQ and
+	 * the 52-byte STATUS alone, so that each has one encoding; version 1 carries the pool's
+	 * carried credit (less than a block's 576 bits) and dropped credit. */
+	m = (struct eb_msg){.type = EB_MSG_STATUS_REQ, .status_req = {.version = 1}};
+	round_trip(&m, buf, sizeof(buf));
+	m.status_req.version = EB_STATUS_VERSION + 1;
+	assert_encode_einval(&m);
+	{
+		static const uint8_t zero[4] = {0, 0, 0, 0}, two[4] = {2, 0, 0, 0},
+				     reserved[4] = {1, 0, 0, 1}, short3[3] = {1, 0, 0};
+
+		assert_decode_ebadmsg(EB_MSG_STATUS_REQ, zero, sizeof(zero));
+		assert_decode_ebadmsg(EB_MSG_STATUS_REQ, two, sizeof(two));
+		assert_decode_ebadmsg(EB_MSG_STATUS_REQ, reserved, sizeof(reserved));
+		assert_decode_ebadmsg(EB_MSG_STATUS_REQ, short3, sizeof(short3));
+	}
+	m = sample(EB_MSG_STATUS);
+	m.status.version = 1;
+	m.status.carried_bits = 575;
+	m.status.dropped_bits = UINT64_MAX;
+	round_trip(&m, buf, sizeof(buf));
+	m.status.carried_bits = 576;
+	assert_encode_einval(&m);
+	m.status.carried_bits = 0;
+	m.status.version = 2;
+	assert_encode_einval(&m);
+	m = sample(EB_MSG_STATUS);
+	m.status.dropped_bits = 1; /* version 0 has no room for it */
+	assert_encode_einval(&m);
+	{
+		uint8_t p[68] = {0};
+
+		/* pool 0 of capacity 0, carried 576 */
+		p[52 + 6] = 0x02, p[52 + 7] = 0x40;
+		assert_decode_ebadmsg(EB_MSG_STATUS, p, sizeof(p));
+		assert_decode_ebadmsg(EB_MSG_STATUS, p, 60); /* cut inside the version 1 fields */
+	}
 }
 
 static void assert_golden(const struct eb_msg *m, const uint8_t *expected, size_t len)
@@ -961,6 +1005,27 @@ static void test_golden(void **state)
 
 		m = sample(EB_MSG_STATUS);
 		assert_golden(&m, status, sizeof(status));
+	}
+	{
+		static const uint8_t req[] = {12, 0, 0, 0, 0, 0, 0, 4, 1, 0, 0, 0};
+		uint8_t status1[8 + 68];
+
+		m = (struct eb_msg){.type = EB_MSG_STATUS_REQ, .status_req = {.version = 1}};
+		assert_golden(&m, req, sizeof(req));
+		/* Version 1: the first layout, 68 bytes long, then carried and dropped. */
+		m = sample(EB_MSG_STATUS);
+		m.status.version = 1;
+		m.status.carried_bits = 0x23f;
+		m.status.dropped_bits = 0x0a0b0c0d0e0f1011ULL;
+		assert_int_equal(eb_msg_encode(&m, status1, sizeof(status1)), sizeof(status1));
+		assert_int_equal(status1[7], 68);
+		{
+			static const uint8_t tail[16] = {0,    0,    0,    0,    0,    0,
+			                                 0x02, 0x3f, 0x0a, 0x0b, 0x0c, 0x0d,
+			                                 0x0e, 0x0f, 0x10, 0x11};
+
+			assert_memory_equal(status1 + 8 + 52, tail, sizeof(tail));
+		}
 	}
 }
 

@@ -97,6 +97,11 @@ static void print_status(const char *broker, const struct eb_msg_status *st,
 		add_u64(o, "bits_out", st->bits_out);
 		add_u64(o, "bytes_drbg", st->bytes_drbg);
 		add_u64(o, "uptime_s", st->uptime_s);
+		/* Absent from a broker older than STATUS version 1, rather than a 0 that lies. */
+		if (st->version >= 1) {
+			add_u64(o, "carried_bits", st->carried_bits);
+			add_u64(o, "dropped_bits", st->dropped_bits);
+		}
 		if (clones)
 			add_u64(o, "clones", *clones);
 		if (state)
@@ -114,6 +119,10 @@ static void print_status(const char *broker, const struct eb_msg_status *st,
 	       "Uptime:   %u s\n",
 	       broker, st->pool_bits, st->capacity_bits, pct, st->sources, st->sinks, st->bits_in,
 	       st->bits_out, st->bytes_drbg, st->uptime_s);
+	if (st->version >= 1)
+		printf("Credit:   %" PRIu64 " bits carried toward the next block, %" PRIu64
+		       " dropped at cuts\n",
+		       st->carried_bits, st->dropped_bits);
 	if (clones)
 		printf("Clones:   %" PRIu64 " guest sessions drew beside another of their key%s\n",
 		       *clones, *clones ? " (marked * in sinks)" : "");

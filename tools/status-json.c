@@ -84,6 +84,10 @@ static struct json_object *broker_json(const struct view *v)
 	add_u64(o, "bytes_drbg", st->bytes_drbg);
 	add_u64(o, "sources", st->sources);
 	add_u64(o, "sinks", st->sinks);
+	if (st->version >= 1) {
+		add_u64(o, "carried_bits", st->carried_bits);
+		add_u64(o, "dropped_bits", st->dropped_bits);
+	}
 	return o;
 }
 
