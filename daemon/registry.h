@@ -68,10 +68,12 @@ void registry_done(struct registry *r);
 /* A new entry, OUTSIDE: a peer from addr (family 0: unknown), accepted at now. */
 void registry_entry_init(struct registry_entry *e, bool local, const struct peer_addr *addr,
                          uint64_t now);
-/* Moves e to state, and is the one writer of every count: e is a session, a slot, a handshake
+/* Moves e to state, and with it every count a state implies: e is a session, a slot, a handshake
  * (indexed by address), one of its user's, a source or a sink, or one of the closing, exactly as
- * its state says. A handshake that ends without HELLO stays charged to its address a while
- * (handshakes.h); now is the loop's clock. Moving to the state e is in does nothing. */
+ * its state says. A user's count also moves in registry_bind_user() and registry_rebind(), the
+ * high mark in registry_reset_high(). A handshake that ends without HELLO stays charged to its
+ * address a while (handshakes.h); now is the loop's clock. Moving to the state e is in does
+ * nothing. */
 void registry_move(struct registry *r, struct registry_entry *e, enum session_state state,
                    uint64_t now);
 /* Before READY: the roles it will be counted as. */
@@ -94,8 +96,8 @@ const char *registry_admit(struct registry *r, const struct registry_limits *l,
 /* The oldest closing session while more than max_lingering linger, else NULL. */
 struct registry_entry *registry_lingering_excess(const struct registry *r, unsigned max_lingering);
 
-/* The only walk other modules get: the READY sessions. Nothing may leave the registry inside
- * the walk. */
+/* A walk of the READY sessions, the one others get (besides registry_any() at the end and
+ * registry_rebind()'s at a reload). Nothing may leave the registry inside the walk. */
 struct registry_entry *registry_next_ready(const struct registry *r,
                                            const struct registry_entry *after);
 #define registry_foreach_ready(e, r)                                                               \

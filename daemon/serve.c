@@ -29,7 +29,7 @@ static void flow_control(struct broker *b)
 		b->sources_asleep = false;
 	else
 		return;
-	/* Up to session_tell_asleep() (session.c, wired in brokerd.c): SLEEP or WAKE. */
+	/* Up to session_tell_asleep() (session-dispatch.c, wired in brokerd.c): SLEEP or WAKE. */
 	registry_foreach_ready(e, &b->registry)
 		b->hooks.set_asleep(e, b->sources_asleep);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Who a session's peer is and what it may hold: its address and credentials, the TLS handshake,
- * the user it maps to, the session limits it meets at accept, and what a reload leaves it. */
+/* Who a session's peer is and what it may hold: its name and address (which the registry's limits
+ * at accept count), a unix peer's credentials, the TLS handshake and what a failed one counts as,
+ * the user the peer maps to and that user's max-sessions, and what a reload leaves it. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <grp.h>

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* What a session's frames mean: HELLO, PUT, GET and STATUS handed to the broker, and the broker's
- * answers (DATA, QUOTA, EMPTY, SLEEP, WAKE) turned into frames. */
+/* What a session's frames mean: HELLO, PUT, GET and STATUS handed to the broker, an admin's
+ * REPORT, ACTION and STATE requests to the layer above through the broker's hooks, and the
+ * broker's answers (DATA, QUOTA, EMPTY, SLEEP, WAKE) turned into frames, with the per-session and
+ * per-user counts they move. */
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>

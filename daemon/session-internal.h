@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* What session.c, session-io.c, session-auth.c and session-dispatch.c share; nothing outside a
- * session uses it. */
+/* What session.c, session-io.c, session-auth.c, session-dispatch.c and session-clones.c share;
+ * nothing outside a session uses it. */
 #pragma once
 
 #include <assert.h>
