@@ -261,7 +261,10 @@ static int event_new(struct broker *b)
 	sigset_t mask;
 	int r;
 
-	r = sd_event_default(&b->event);
+	/* A loop of its own, not sd_event_default(): sd-event checks that the default loop runs in
+	 * the thread that made it, with a gettid() system call at every iteration, four of them a
+	 * fresh seed in a boot storm. Nothing else in the broker looks for the default loop. */
+	r = sd_event_new(&b->event);
 	if (r < 0)
 		return log_error_errno(r, "Failed to create the event loop: %m");
 	sigemptyset(&mask);
