@@ -62,8 +62,10 @@ static int psk_lookup(const char *identity, struct eb_tls_psk *ret, void *userda
 	return r;
 }
 
-/* handshake-threads = auto: one per CPU the broker may run on, none on a single CPU (a thread
- * there adds hand-offs and wins no time), at most EB_CONF_HANDSHAKE_THREADS_MAX. */
+/* handshake-threads = auto: one per CPU the broker may run on, none on one or two CPUs, at most
+ * EB_CONF_HANDSHAKE_THREADS_MAX. On two CPUs the peers' own handshakes (a boot storm's guests,
+ * the load generator) need the other one: workers there bought no seeds a second and cost a
+ * hand-off and context switches a handshake (docs/performance.md, "The TLS floor"). */
 static unsigned handshake_threads(const struct eb_conf *conf)
 {
 	cpu_set_t set;
@@ -72,7 +74,7 @@ static unsigned handshake_threads(const struct eb_conf *conf)
 	if (conf->handshake_threads >= 0)
 		return (unsigned)conf->handshake_threads;
 	n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-	return n < 2 ? 0 : (unsigned)MIN(n, EB_CONF_HANDSHAKE_THREADS_MAX);
+	return n <= 2 ? 0 : (unsigned)MIN(n, EB_CONF_HANDSHAKE_THREADS_MAX);
 }
 
 /* Sessions that ended leave their memory in the heap, in holes the allocator does not give back

@@ -6,7 +6,8 @@
 - a key rotated by a reload is refused at once, with the log line naming the user, and the new
   one accepted;
 - the broker stopped in the middle of a storm, with handshakes still on the workers, exits 0;
-- the threads are there (/proc), and the journal says nothing worse than the refusal asked for.
+- the threads are there (/proc), and the journal says nothing worse than the refusal asked for;
+- handshake-threads = auto starts none on one or two CPUs (docs/decisions.md).
 scripts/test runs this under ThreadSanitizer too (EB_BUILD_DIR pointing at that build)."""
 import os
 import re
@@ -123,6 +124,26 @@ def test():
         check(not bad, f"nothing broke: {bad}")
     finally:
         sb.cleanup()
+    auto_on_two_cpus()
+
+
+def auto_on_two_cpus():
+    """4. handshake-threads = auto, the broker held to one CPU and to two: no worker either way
+    (its children inherit this process's affinity)."""
+    mine = os.sched_getaffinity(0)
+    for n in sorted({1, min(2, len(mine))}):
+        sb = stormlib.StormBroker(BUILD, sessions=4, users=1, seeds=16)
+        try:
+            os.sched_setaffinity(0, sorted(mine)[:n])
+            try:
+                sb.start()  # the fill's connection execs the broker
+            finally:
+                os.sched_setaffinity(0, mine)
+            check(len(os.sched_getaffinity(sb.pid)) == n, f"the broker runs on {n} CPUs")
+            workers = worker_threads(sb.pid)
+            check(not workers, f"no eb-worker thread on {n} CPUs with auto, not {workers}")
+        finally:
+            sb.cleanup()
 
 
 if __name__ == "__main__":
