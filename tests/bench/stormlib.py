@@ -4,6 +4,9 @@ filled before the clock starts, the load generator, and /proc readings of a proc
 
 import os
 import re
+import select
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -50,6 +53,71 @@ def ctxt_switches(pid):
         except FileNotFoundError:
             pass
     return total
+
+
+class SyscallCounter:
+    """The system calls of a live process (all its threads) from now until stop(): Linux perf
+    counting the raw_syscalls:sys_enter tracepoint (Debian's linux-perf; root, or
+    kernel.perf_event_paranoid allowing it). Counting costs the process a little CPU per call,
+    so a storm counted is not one timed. stop() returns None when perf is missing or refused."""
+
+    def __init__(self, pid):
+        self.proc = None
+        if not shutil.which("perf"):
+            return
+        self.dir = tempfile.mkdtemp(prefix="eb-perf-")
+        self.out = os.path.join(self.dir, "stat.csv")
+        ctl, ack = os.path.join(self.dir, "ctl"), os.path.join(self.dir, "ack")
+        os.mkfifo(ctl)
+        os.mkfifo(ack)
+        # Started disabled (-D -1) and enabled through its control fifo, whose "ack" says that
+        # it counts: the storm begins only then, and none of it goes uncounted.
+        self.proc = subprocess.Popen(["perf", "stat", "-x", ",", "-e", "raw_syscalls:sys_enter",
+                                      "-D", "-1", "--control", f"fifo:{ctl},{ack}",
+                                      "-p", str(pid), "-o", self.out],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # Neither fifo is opened blocking: a perf that exits at once (refused) opens neither.
+        a = os.open(ack, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            c = None
+            deadline = time.monotonic() + 10
+            while c is None and self.proc.poll() is None and time.monotonic() < deadline:
+                try:
+                    c = os.open(ctl, os.O_WRONLY | os.O_NONBLOCK)
+                except OSError:
+                    select.select([], [], [], 0.05)  # perf has not opened it yet
+            said = b""
+            if c is not None:
+                os.write(c, b"enable\n")
+                os.close(c)
+                while not said.endswith(b"\n") and time.monotonic() < deadline:
+                    if select.select([a], [], [], 0.5)[0]:
+                        said += os.read(a, 16)
+        finally:
+            os.close(a)
+        if not said.startswith(b"ack"):
+            self.stop()
+
+    def stop(self):
+        if not self.proc:
+            return None
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=30)
+        self.proc = None
+        if not os.path.exists(self.out):
+            shutil.rmtree(self.dir, ignore_errors=True)
+            return None
+        with open(self.out) as f:
+            text = f.read()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        for line in text.splitlines():
+            fields = line.split(",")
+            if len(fields) > 2 and fields[2].startswith("raw_syscalls:sys_enter"):
+                try:
+                    return int(fields[0])
+                except ValueError:
+                    return None  # "<not supported>", "<not counted>"
+        return None
 
 
 def reset_hwm(pid):
