@@ -22,6 +22,7 @@
 #include "serve.h"
 #include "session.h"
 #include "time-util.h"
+#include "upstream.h"
 
 /* The journal's catalog (catalog/entropy-broker.catalog) explains this one. */
 #define MSGID_RELOAD_FAILED "6da76a98a1654939a53ddffd70c463b3"
@@ -127,24 +128,18 @@ static bool same_string(const char *a, const char *b)
 	return a == b || (a && b && strcmp(a, b) == 0);
 }
 
-/* [upstream]'s client was made at start: its brokers, user and key stay, and so does drawing
- * for a section added now; the thresholds take effect at once, and a section removed stops the
- * drawing (its low water reads 0). */
+/* [upstream]'s client was made at start: its brokers and user stay, and so does drawing for a
+ * section added now; the thresholds take effect at once, a section removed stops the drawing (its
+ * low water reads 0), and another key-file= or key-id= (or key) for the same brokers and user is
+ * staged for the next connection (upstream_key_stage()). */
 static void keep_upstream(struct eb_conf_upstream *old, struct eb_conf_upstream *new)
 {
-	bool same = old->n_brokers == new->n_brokers &&same_string(old->user, new->user) &&
-	            same_string(old->key_file, new->key_file) &&
-	            same_string(old->key_id, new->key_id);
-
-	for (unsigned i = 0; same && i < old->n_brokers; i++)
-		same = same_string(old->brokers[i], new->brokers[i]);
 	if (!old->set && new->set)
 		log_notice("[upstream] added; it takes effect at the next restart");
-	if (!old->set || !new->set || same)
+	if (!old->set || !new->set || upstream_same_peer(old, new))
 		return;
-	log_notice(
-	    "[upstream] broker=, user=, key-file= or key-id= changed; they take effect at the "
-	    "next restart");
+	log_notice("[upstream] broker= or user= changed; they take effect at the next restart, "
+	           "with the key-file= and key-id= they had");
 	for (unsigned i = 0; i < EB_CONF_UPSTREAM_MAX; i++)
 		SWAP(new->brokers[i], old->brokers[i]);
 	SWAP(new->n_brokers, old->n_brokers);
@@ -325,7 +320,8 @@ void broker_config_reload(struct broker *b)
 	struct eb_conf *new = NULL;
 	unsigned before = b->registry.n_sessions, closing, keys[3];
 	_cleanup_free_ char *error = NULL;
-	char changes[1024];
+	struct upstream_key upkey = {};
+	char changes[1024], upstream_text[EB_TEXT_MAX];
 	int r;
 
 	/* systemd (Type=notify-reload) wants the time the reload began with RELOADING=1, and
@@ -337,11 +333,21 @@ void broker_config_reload(struct broker *b)
 		reload_failed(b, r, error);
 		return;
 	}
+	/* [upstream]'s key is loaded as the users' are: a file that does not load fails the
+	 * reload, and nothing changes. */
+	r = upstream_key_check(b->upstream, &b->conf->upstream, &new->upstream, &upkey, &error);
+	if (r < 0) {
+		explicit_bzero(&upkey, sizeof(upkey));
+		eb_conf_free(new);
+		reload_failed(b, r, error);
+		return;
+	}
 	quotas = calloc(MAX(new->n_users, 1u), sizeof(*quotas));
 	totals = calloc(MAX(new->n_users, 1u), sizeof(*totals));
 	counts = calloc(MAX(new->n_users, 1u), sizeof(*counts));
 	if (!quotas || !totals || !counts) {
 		log_oom();
+		explicit_bzero(&upkey, sizeof(upkey));
 		eb_conf_free(new);
 		reload_failed(b, -ENOMEM, NULL);
 		return;
@@ -359,10 +365,17 @@ void broker_config_reload(struct broker *b)
 	config_diff(b->conf, new, changes, sizeof(changes));
 	config_diff(b->conf, new, b->reload_text, sizeof(b->reload_text));
 	closing = switch_config(b, new, &quotas, &totals, &counts, keys);
+	upstream_key_stage(b->upstream, &upkey, upstream_text, sizeof(upstream_text));
 	log_info("Reloaded %s: %u users; %u of %u sessions kept; %s; keys: %u added, %u removed, "
-	         "%u sessions closed for a removed key",
+	         "%u sessions closed for a removed key%s%s",
 	         new->path ? new->path : "the configuration", new->n_users,
-	         b->registry.n_sessions - closing, before, changes, keys[0], keys[1], keys[2]);
+	         b->registry.n_sessions - closing, before, changes, keys[0], keys[1], keys[2],
+	         upstream_text[0] ? "; " : "", upstream_text);
+	if (upstream_text[0]) {
+		size_t n = strlen(b->reload_text);
+
+		snprintf(b->reload_text + n, sizeof(b->reload_text) - n, "; %s", upstream_text);
+	}
 	b->reloads++;
 	b->config_loaded_ms = b->last_reload_ms = eb_wall_ms();
 	serve_pool_changed(b); /* the thresholds may have moved */

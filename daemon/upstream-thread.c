@@ -38,6 +38,11 @@ struct draw {
 	unsigned n_chain;
 	bool hello_due; /* the ids changed while connected: HELLO again with the new ones */
 	bool probe_due; /* idle and not connected, or the upstream hung up: connect to know */
+	/* A key was staged (REKEY): once the connection in use is gone, the next one goes at once
+	 * with the new key, not after the back-off, which the old key's end may have started.
+	 * Once only, so that a new key the upstream refuses too is retried on the back-off. */
+	bool rekeyed;
+	uint32_t key_gen, conn_gen; /* the key staged last; the one the connection logged in with */
 	uint8_t *note;
 };
 
@@ -82,11 +87,25 @@ static int send_note(int fd, uint8_t *buf, enum up_note_type type, uint32_t bits
 	return n < 0 ? -errno : 0;
 }
 
+/* A new key for the connections to come; the one in use keeps its own. */
+static void rekey(struct draw *d, struct up_cmd *cmd)
+{
+	if (eb_client_set_key(d->t->client, cmd->key_id[0] ? cmd->key_id : NULL, cmd->key) >= 0) {
+		d->key_gen = cmd->key_gen;
+		d->rekeyed = true;
+	}
+	explicit_bzero(cmd->key, sizeof(cmd->key));
+}
+
 /* One command from the loop: 0, or -ECANCELED for a stop. */
-static int apply_cmd(struct draw *d, const struct up_cmd *cmd)
+static int apply_cmd(struct draw *d, struct up_cmd *cmd)
 {
 	if (cmd->type == UP_CMD_STOP)
 		return -ECANCELED;
+	if (cmd->type == UP_CMD_REKEY) {
+		rekey(d, cmd);
+		return 0;
+	}
 	if (cmd->n_chain <= EB_CHAIN_MAX &&
 	    (cmd->n_chain != d->n_chain ||
 	     memcmp(cmd->chain, d->chain, d->n_chain * sizeof(*d->chain)) != 0)) {
@@ -122,6 +141,12 @@ static int rest(void *userdata, int ms)
 		struct up_cmd cmd;
 		int r;
 
+		/* Not connected, with a key staged since the last connection: connect now. */
+		if (d->rekeyed && !eb_client_connected(c)) {
+			d->rekeyed = false;
+			d->probe_due = true;
+			return 0;
+		}
 		r = wait_cmd(d->t->fd, idle ? eb_client_fd(c) : -1, (int)eb_ms_until(end), &cmd);
 		if (r == 2) {
 			eb_client_disconnect(c);
@@ -135,6 +160,7 @@ static int rest(void *userdata, int ms)
 		if (r <= 0)
 			return r;
 		r = apply_cmd(d, &cmd);
+		explicit_bzero(&cmd, sizeof(cmd));
 		if (r < 0)
 			return r;
 		if (d->hello_due && eb_client_connected(c)) {
@@ -185,16 +211,18 @@ static void event(void *userdata, struct eb_client *c, enum eb_sink_event e, int
 	switch (e) {
 	case EB_SINK_CONNECTED:
 		d->hello_due = false;
+		d->conn_gen = d->key_gen;
+		d->rekeyed = false;
 		/* A probe has no answer to wait for: the WELCOME is the upstream's word. */
 		if (d->probe_due && d->want == 0)
-			(void)send_note(d->t->fd, d->note, UP_NOTE_CONNECTED, 0, NULL, 0,
+			(void)send_note(d->t->fd, d->note, UP_NOTE_CONNECTED, d->conn_gen, NULL, 0,
 			                eb_client_broker(c));
 		d->probe_due = false;
 		break;
 	case EB_SINK_SERVED:
 		/* Connected is said once the upstream has answered, so that one that takes HELLO
 		 * and ends each session with an ERROR is one failure, logged once. */
-		(void)send_note(d->t->fd, d->note, UP_NOTE_CONNECTED, 0, NULL, 0,
+		(void)send_note(d->t->fd, d->note, UP_NOTE_CONNECTED, d->conn_gen, NULL, 0,
 		                eb_client_broker(c));
 		break;
 	case EB_SINK_RETRYING:

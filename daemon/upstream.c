@@ -19,6 +19,7 @@
 #include "client.h"
 #include "health.h"
 #include "history.h"
+#include "key.h"
 #include "log.h"
 #include "macro.h"
 #include "pool.h"
@@ -71,13 +72,37 @@ struct upstream {
 	 * thread should do, so that a DRAW is never lost, only merged with what follows it. */
 	bool cmd_queued;
 	struct up_cmd queued;
+	/* The key the thread was given last (upstream-key.c), and the one the connection logged
+	 * in with; a REKEY not yet sent waits in rekey, ahead of queued. */
+	struct up_key key;
+	uint32_t conn_gen;
+	bool rekey_queued;
+	struct up_cmd rekey;
 };
+
+const struct up_key *upstream_key(const struct upstream *u)
+{
+	return &u->key;
+}
 
 /* Sends what is queued; the io source watches for room only while something is. */
 static void flush_cmd(struct upstream *u)
 {
-	if (!u->cmd_queued)
+	if (u->rekey_queued) {
+		if (send(u->fd, &u->rekey, sizeof(u->rekey), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				log_debug_errno(errno,
+				                "Failed to give the upstream thread its key: %m");
+			(void)sd_event_source_set_io_events(u->io, EPOLLIN | EPOLLOUT);
+			return;
+		}
+		explicit_bzero(&u->rekey, sizeof(u->rekey));
+		u->rekey_queued = false;
+	}
+	if (!u->cmd_queued) {
+		(void)sd_event_source_set_io_events(u->io, EPOLLIN);
 		return;
+	}
 	if (send(u->fd, &u->queued, sizeof(u->queued), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
 		if (errno != EAGAIN && errno != EINTR)
 			log_debug_errno(errno, "Failed to ask the upstream thread: %m");
@@ -335,9 +360,18 @@ static void take_note(struct upstream *u, const struct up_note *h, const uint8_t
 		upstream_level_changed(u->b);
 		break;
 	case UP_NOTE_CONNECTED:
-		if (strcmp(u->last_broker, h->text) != 0 || u->last_failure[0])
-			log_info("Drawing from upstream %s as user %s", h->text,
-			         c->user ? c->user : "(by uid)");
+		if (strcmp(u->last_broker, h->text) != 0 || u->last_failure[0] ||
+		    h->bits != u->conn_gen)
+			log_info("Drawing from upstream %s as user %s%s%s%s", h->text,
+			         c->user ? c->user : "(by uid)",
+			         !u->key.tls    ? ""
+			         : u->key.id[0] ? " with key id "
+			                        : " with its default key",
+			         u->key.tls ? u->key.id : "",
+			         h->bits != u->key.gen ? " (a key a reload replaced)"
+			         : h->bits > 0         ? " (staged by a reload)"
+			                               : "");
+		u->conn_gen = h->bits;
 		snprintf(u->last_broker, sizeof(u->last_broker), "%s", h->text);
 		if (u->last_failure[0] || !u->connected)
 			u->since_ms = eb_wall_ms();
@@ -381,7 +415,8 @@ static int on_note(sd_event_source *src, int fd, uint32_t revents, void *userdat
 	return 0;
 }
 
-int upstream_new(struct broker *b, struct upstream **ret)
+/* The thread's client, and the key it loaded, kept to compare a reload's with. */
+static int make_client(struct upstream *u, const struct broker *b)
 {
 	const struct eb_conf_upstream *c = &b->conf->upstream;
 	struct eb_client_options o = {
@@ -394,14 +429,30 @@ int upstream_new(struct broker *b, struct upstream **ret)
 	    .timeout_ms = UPSTREAM_TIMEOUT_MS,
 	};
 	_cleanup_free_ char *error = NULL;
+	int r;
+
+	for (unsigned i = 0; i < c->n_brokers; i++)
+		o.brokers[i] = c->brokers[i];
+	r = eb_client_new(&o, &u->t.client, &error);
+	if (r < 0)
+		return log_error_errno(r, "%s: [upstream]: %s",
+		                       b->conf->path ? b->conf->path : "configuration",
+		                       error ? error : "invalid");
+	r = up_key_init(&u->key, c);
+	if (r < 0)
+		return log_error_errno(r, "[upstream]: the key file changed while starting: %m");
+	return 0;
+}
+
+int upstream_new(struct broker *b, struct upstream **ret)
+{
+	const struct eb_conf_upstream *c = &b->conf->upstream;
 	struct upstream *u;
 	int sv[2], r;
 
 	*ret = NULL;
 	if (!c->set)
 		return 0;
-	for (unsigned i = 0; i < c->n_brokers; i++)
-		o.brokers[i] = c->brokers[i];
 
 	u = calloc(1, sizeof(*u));
 	if (!u)
@@ -423,11 +474,8 @@ int upstream_new(struct broker *b, struct upstream **ret)
 		upstream_free(u);
 		return log_oom();
 	}
-	r = eb_client_new(&o, &u->t.client, &error);
+	r = make_client(u, b);
 	if (r < 0) {
-		log_error_errno(r, "%s: [upstream]: %s",
-		                b->conf->path ? b->conf->path : "configuration",
-		                error ? error : "invalid");
 		upstream_free(u);
 		return r;
 	}
@@ -485,9 +533,34 @@ struct upstream *upstream_free(struct upstream *u)
 	if (u->t.fd >= 0)
 		close(u->t.fd);
 	eb_client_free(u->t.client);
+	explicit_bzero(&u->key, sizeof(u->key));
+	explicit_bzero(&u->rekey, sizeof(u->rekey));
 	if (u->buf)
 		explicit_bzero(u->buf, UP_NOTE_MAX);
 	free(u->buf);
 	free(u);
 	return NULL;
+}
+
+void upstream_key_stage(struct upstream *u, struct upstream_key *k, char *text, size_t size)
+{
+	text[0] = '\0';
+	if (!k->change)
+		return;
+	memcpy(u->key.key, k->key, EB_KEY_SIZE);
+	snprintf(u->key.id, sizeof(u->key.id), "%s", k->key_id);
+	u->key.gen++;
+	if (u->running) {
+		u->rekey = (struct up_cmd){.type = UP_CMD_REKEY, .key_gen = u->key.gen};
+		memcpy(u->rekey.key, k->key, EB_KEY_SIZE);
+		snprintf(u->rekey.key_id, sizeof(u->rekey.key_id), "%s", k->key_id);
+		u->rekey_queued = true;
+		flush_cmd(u);
+	}
+	snprintf(text, size,
+	         "upstream key staged (%s%s, %s): the next connection uses it, the one in use "
+	         "keeps its key until the upstream ends it",
+	         k->key_id[0] ? "key id " : "the default key", k->key_id, k->path);
+	explicit_bzero(k->key, sizeof(k->key));
+	k->change = false;
 }

@@ -7,9 +7,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "key.h"
 #include "proto.h"
 
 struct broker;
+struct eb_conf_upstream;
 struct upstream;
 
 /* Starts drawing per b->conf->upstream, or does nothing (*ret = NULL) without that section.
@@ -35,3 +37,25 @@ struct upstream_view {
 	uint64_t bytes_in, bits_in;
 };
 void upstream_get_view(const struct upstream *u, struct upstream_view *ret);
+
+/* Whether two [upstream] sections name the same brokers and user: only then can a reload give
+ * the running client another key; the rest waits for a restart. */
+bool upstream_same_peer(const struct eb_conf_upstream *a, const struct eb_conf_upstream *b);
+
+/* A reload's [upstream] key: what upstream_key_check() loaded, for upstream_key_stage(). */
+struct upstream_key {
+	bool change; /* another key or key id than the thread has */
+	uint8_t key[EB_KEY_SIZE];
+	char key_id[EB_KEY_ID_MAX + 1]; /* "": the user's default key there */
+	char path[4096];
+};
+/* Before a reload switches to new: loads new's key when it is for the same brokers and user,
+ * and says whether it is another one. A key file that does not load fails the reload, with a
+ * message in *ret_error, as a [user]'s does. */
+int upstream_key_check(const struct upstream *u, const struct eb_conf_upstream *old,
+                       const struct eb_conf_upstream *new, struct upstream_key *ret,
+                       char **ret_error);
+/* After the switch: hands another key to the thread, for the next connection (the one in use
+ * goes on with its key; if the upstream ends it, the next goes at once), and says so in text
+ * ("" when nothing changed). Wipes k. */
+void upstream_key_stage(struct upstream *u, struct upstream_key *k, char *text, size_t size);

@@ -165,6 +165,23 @@ int eb_client_new(const struct eb_client_options *o, struct eb_client **ret, cha
 	return 0;
 }
 
+int eb_client_set_key(struct eb_client *c, const char *key_id, const uint8_t *key)
+{
+	struct ssl_ctx_st *tls = NULL;
+	int r;
+
+	if (!c->tls)
+		return -EOPNOTSUPP;
+	r = eb_tls_client_new(c->user, key_id, key, &tls);
+	if (r < 0)
+		return r;
+	/* A connection made with the old context holds a reference to it (SSL_new()), so that
+	 * session goes on; the next connect uses the new one. */
+	eb_tls_free(c->tls);
+	c->tls = tls;
+	return 0;
+}
+
 struct eb_client *eb_client_free(struct eb_client *c)
 {
 	if (!c)

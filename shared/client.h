@@ -103,6 +103,12 @@ int eb_client_receive(struct eb_client *c, void *buf, size_t size, size_t *ret_l
  * dropped credit). A broker that refuses the versioned request (older than it) is connected to
  * again and asked for the first layout, and so for the rest of the client's life. */
 int eb_client_status(struct eb_client *c, struct eb_msg_status *ret);
+
+/* A new key for the connections made from now on: key (wiped by the caller) under id key_id
+ * (NULL: the user's default key), for the same user. The connection in use, if any, keeps the
+ * key it logged in with. -EOPNOTSUPP when no broker of this client needs TLS; -EINVAL for a bad
+ * id. */
+int eb_client_set_key(struct eb_client *c, const char *key_id, const uint8_t *key);
 /* One page of a report table (report.h): the rows with ids above after. ret->rows points into
  * the client's buffer and is valid until the next call. */
 int eb_client_report(struct eb_client *c, uint8_t table, uint64_t after, struct eb_msg_report *ret);

@@ -6,9 +6,11 @@ VM makes) runs with the user's key, a second key is added with an id (a reload t
 nothing), the storm moves to it (--key-id), and the old key is removed (a reload that closes
 exactly the sessions that logged in with it). Not one draw fails, and the reload lines say what
 they did. Sessions held open with each key (attack-tls-peer busy=1) show which ones are closed.
-A downstream broker moves by a restart with its [upstream] key-file= and key-id=; the storm draws
-through it before and after (a restart cuts the handshakes under way, so the storm waits for it:
-that is the restart's cost, not the rotation's)."""
+A downstream broker moves by a reload of its own with its [upstream] key-file= and key-id=, under
+a storm of fresh draws through it: the reload stages the new key and says so, its session with
+the upstream goes on with the old key until the upstream removes that key, which closes it (and
+the held one), and the downstream connects again at once with the new key; not one draw through
+it fails."""
 import os
 import signal
 import subprocess
@@ -113,9 +115,10 @@ def new_key(b, user):
     return new, p.stdout
 
 
-def rotate(b, user, roles, storm_cmd, what, move=None):
+def rotate(b, user, roles, storm_cmd, what, move=None, others_on_old=0):
     """Rotates user's key (key-file= to key = 2 PATH) under a storm; checks what each step did.
-    move(new key): moves the clients that are not the storm's, if any."""
+    move(new key): moves the clients that are not the storm's, if any. others_on_old: sessions
+    besides the held one still on the old key when it is removed (a downstream broker's)."""
     old = b.keys[user]
     new, line = new_key(b, user)
     with open(b.conf) as f:
@@ -132,11 +135,7 @@ def rotate(b, user, roles, storm_cmd, what, move=None):
               f"{what}: adding a key closes nothing ({line})")
         # 2. The clients move to it, by its id; one session stays on each key.
         if move:
-            # A restart is no rotation: a session in its handshake when the broker stops is
-            # cut, and the storm waits for it.
-            storm.pause()
             move(new)
-            storm.go.set()
             storm.move(storm.creds)
         else:
             storm.move((new, "2"))
@@ -145,12 +144,13 @@ def rotate(b, user, roles, storm_cmd, what, move=None):
         with open(b.conf, "w") as f:
             f.write(original.replace(f"key-file = {old}\n", f"key = 2 {new}\n"))
         line, log = hup(b)
-        check("keys: 0 added, 1 removed, 1 sessions closed for a removed key" in line,
-              f"{what}: removing the old key closes its one session ({line})")
+        n = 1 + others_on_old
+        check(f"keys: 0 added, 1 removed, {n} sessions closed for a removed key" in line,
+              f"{what}: removing the old key closes its {n} session(s) ({line})")
         closing = [l for l in log.splitlines()
                    if "the key it logged in with was removed or replaced" in l]
-        check(len(closing) == 1 and f"(user {user})" in closing[0],
-              f"{what}: one session is closed, saying why ({closing})")
+        check(len(closing) == n and all(f"(user {user})" in l for l in closing),
+              f"{what}: {n} session(s) closed, saying why ({closing})")
         after = storm.ok
         wait_for(f"{what}: draws after the removal",
                  lambda: storm.ok >= after + 2 * THREADS, timeout=60)
@@ -225,23 +225,44 @@ draw-bits = 16384
                     down.keys["guest"], "--bytes", "32", "--timeout", "30"]
 
         def move(new):
-            # eb-brokerd.conf(5): [upstream]'s key-file= and key-id= take effect at a restart.
+            # eb-brokerd.conf(5), "Rotate a key": a reload of the downstream stages its
+            # [upstream] key-file= and key-id=; the session it holds keeps the old key.
             with open(down.conf) as f:
                 text = f.read()
+            # A key file that does not load fails the reload, as a [user]'s does: nothing
+            # changes, and the error names the file.
+            missing = os.path.join(down.tmp, "missing.key")
+            with open(down.conf, "w") as f:
+                f.write(text.replace(f"key-file = {up.keys['edge']}\n",
+                                     f"key-file = {missing}\nkey-id = 2\n"))
+            before = len(down.read_log())
+            os.kill(down.proc.pid, signal.SIGHUP)
+            failed = wait_for("the failed reload's line", lambda: next(
+                (l for l in down.read_log()[before:].splitlines() if "Reload failed" in l),
+                None), timeout=20)
+            check("[upstream]: " in failed and missing in failed,
+                  f"a missing [upstream] key file fails the reload, named ({failed})")
             with open(down.conf, "w") as f:
                 f.write(text.replace(f"key-file = {up.keys['edge']}\n",
                                      f"key-file = {new}\nkey-id = 2\n"))
-            down.stop()
-            before = len(down.read_log())
-            down.start()
-            # The log goes on from the first start's, which says the same: only what follows
-            # the restart counts.
-            wait_for("the restarted downstream draws with its new key",
-                     lambda: f"Drawing from upstream {up.tcp} as user edge" in
-                     down.read_log()[before:], timeout=20,
-                     detail=lambda: down.read_log()[before:][-400:])
+            line, _ = hup(down)
+            check(f"upstream key staged (key id 2, {new}): the next connection uses it" in line,
+                  f"the downstream's reload says it staged the new key ({line})")
+            line, _ = hup(down)
+            check("upstream key" not in line,
+                  f"a reload with the same key stages nothing, and says nothing of it ({line})")
+            moved["at"] = len(down.read_log())
 
-        rotate(up, "edge", ROLE_SINK, sink, "a downstream broker's key", move=move)
+        moved = {}
+        rotate(up, "edge", ROLE_SINK, sink, "a downstream broker's key", move=move,
+               others_on_old=1)
+        # The upstream closed the downstream's session of the old key; it came back at once with
+        # the new one, saying so.
+        line = wait_for("the downstream draws again, with its new key", lambda: next(
+            (l for l in down.read_log()[moved["at"]:].splitlines()
+             if f"Drawing from upstream {up.tcp} as user edge with key id 2 (staged by a reload)"
+             in l), None), timeout=20, detail=lambda: down.read_log()[moved["at"]:][-600:])
+        print(f"# {line}")
         check(down.alive() and up.alive(), "both brokers are still running")
     finally:
         if down:
