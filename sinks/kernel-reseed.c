@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "io.h"
@@ -33,9 +34,27 @@ static int fsync_dir_of(const char *path)
 	return 0;
 }
 
+/* systemd-random-seed (systemd 252, src/random-seed/random-seed.c) credits a seed file only when
+ * it carries this mark, the one it sets itself on a seed it drew from an initialised CRNG. */
+#define SEED_CREDITABLE_XATTR "user.random-seed-creditable"
+
+/* The seed file's mark, set on the new file before it is made durable: a file system without
+ * user xattrs (tmpfs before Linux 6.6) keeps the seed unmarked, as systemd itself does there:
+ * the next boot mixes it in without credit. Any other refusal is the step's failure. */
+static int mark_creditable(int fd, const char *path)
+{
+	if (fsetxattr(fd, SEED_CREDITABLE_XATTR, "1", 1, 0) >= 0)
+		return 0;
+	if (errno != EOPNOTSUPP)
+		return negative_errno();
+	log_debug("%s: the file system keeps no user xattrs; the seed is not marked creditable",
+	          path);
+	return 0;
+}
+
 /* A new file next to path with data, renamed over it: a reader or a crash sees the old file or
- * the new one, never a torn one. */
-static int replace_file(const char *path, const void *data, size_t len)
+ * the new one, never a torn one. With creditable, the new file carries systemd's mark. */
+static int replace_file(const char *path, const void *data, size_t len, bool creditable)
 {
 	_cleanup_free_ char *tmp = NULL;
 	_cleanup_close_ int fd = -EBADF;
@@ -52,6 +71,8 @@ static int replace_file(const char *path, const void *data, size_t len)
 	if (fd < 0)
 		return negative_errno();
 	r = eb_write_all(fd, data, len);
+	if (r >= 0 && creditable)
+		r = mark_creditable(fd, path);
 	if (r >= 0 && fsync(fd) < 0)
 		r = negative_errno();
 	if (r >= 0 && rename(tmp, path) < 0)
@@ -65,7 +86,11 @@ static int replace_file(const char *path, const void *data, size_t len)
 
 /* A seed file a later boot would reuse: what it held is what the copies share, so it is
  * replaced by bytes of the CRNG that has just taken the broker's bits. One that does not exist is
- * left so (nothing would reuse it). 1: rewritten, 0: absent. */
+ * left so (nothing would reuse it). 1: rewritten, 0: absent.
+ *
+ * The new file is marked creditable: it is written only after the broker's authenticated bits
+ * went in and RNDRESEEDCRNG made the CRNG take them, so its bytes are this copy's alone, drawn
+ * from an initialised CRNG, which is what systemd's own mark says (docs/decisions.md). */
 static int rewrite_seed_file(const char *path)
 {
 	uint8_t buf[EB_RESEED_SEED_MAX];
@@ -84,7 +109,7 @@ static int rewrite_seed_file(const char *path)
 	k = getrandom(buf, len, GRND_NONBLOCK);
 	if (k != (ssize_t)len)
 		return k < 0 ? negative_errno() : -EIO;
-	r = replace_file(path, buf, len);
+	r = replace_file(path, buf, len, true);
 	explicit_bzero(buf, sizeof(buf));
 	return r < 0 ? r : 1;
 }
@@ -139,7 +164,7 @@ static int bump_generation(const char *path, uint64_t *ret)
 	if (r < 0)
 		return r;
 	n = snprintf(text, sizeof(text), "%" PRIu64 "\n", g + 1);
-	r = replace_file(path, text, (size_t)n);
+	r = replace_file(path, text, (size_t)n, false);
 	if (r < 0)
 		return r;
 	/* Readable by every application that reseeds its own generator after the kernel. */

@@ -17,11 +17,13 @@
 /* What --reseed does after kernel_feed(): RNDRESEEDCRNG on fd (any refusal, -EPERM without
  * CAP_SYS_ADMIN or -ENODATA before init, is a failure); each of seed_files that exists is
  * replaced, atomically and with mode 0600, by as many bytes of getrandom() (drawn after the
- * reseed) as it held; then the number in generation_file (0 when it does not exist; its
- * directory is made) goes up by one, written to a new file renamed over it, so that a reader
- * sees the old number or the new. Returns 0 and the new generation, or a negative errno and, in
- * *ret_step, which step failed (a static string: "RNDRESEEDCRNG", "seed file", "generation");
- * the generation moves only when every step before it succeeded. */
+ * reseed) as it held, marked creditable for systemd-random-seed (the xattr
+ * user.random-seed-creditable = "1", where the file system keeps user xattrs); then the number
+ * in generation_file (0 when it does not exist; its directory is made) goes up by one, written
+ * to a new file renamed over it, so that a reader sees the old number or the new. Returns 0 and
+ * the new generation, or a negative errno and, in *ret_step, which step failed (a static
+ * string: "RNDRESEEDCRNG", "seed file", "generation"); the generation moves only when every
+ * step before it succeeded. */
 int kernel_reseed_finish(int fd, const char *const *seed_files, size_t n_seed_files,
                          const char *generation_file, uint64_t *ret_generation,
                          const char **ret_step);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -165,6 +166,42 @@ static void test_bad_files(void **state)
 	assert_int_equal(g, 42);
 }
 
+/* The rewritten seed carries systemd's mark, so that systemd-random-seed (with
+ * SYSTEMD_RANDOM_SEED_CREDIT=1) credits it at the next boot as it would a seed of its own; the
+ * generation file does not. Run in the build directory, which is on a disk file system more often
+ * than /tmp; skipped where the file system keeps no user xattrs. */
+static void test_creditable_mark(void **state)
+{
+	const char *files[] = {seed};
+	char dir2[64], mark[8], cmd[128];
+	const char *step = NULL;
+	uint8_t old[512];
+	uint64_t g = 0;
+	ssize_t n;
+
+	(void)state;
+	snprintf(dir2, sizeof(dir2), "test-kernel-reseed.XXXXXX");
+	assert_non_null(mkdtemp(dir2));
+	snprintf(seed, sizeof(seed), "%s/random-seed", dir2);
+	memset(old, 0xa5, sizeof(old));
+	write_file(seed, old, sizeof(old));
+	if (setxattr(seed, "user.probe", "1", 1, 0) < 0) {
+		assert_int_equal(errno, EOPNOTSUPP);
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir2);
+		assert_int_equal(system(cmd), 0);
+		skip();
+	}
+	assert_int_equal(removexattr(seed, "user.probe"), 0);
+	assert_int_equal(kernel_reseed_finish(-1, files, 1, gen, &g, &step), 0);
+	n = getxattr(seed, "user.random-seed-creditable", mark, sizeof(mark));
+	assert_int_equal(n, 1);
+	assert_memory_equal(mark, "1", 1);
+	/* Only a seed file is marked: the generation is no seed. */
+	assert_int_equal(getxattr(gen, "user.random-seed-creditable", mark, sizeof(mark)), -1);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir2);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* The trigger's line, and lines that only look like it. */
 static void test_fork_record(void **state)
 {
@@ -191,6 +228,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_success, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_reseed_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_files, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_creditable_mark, setup, teardown),
 	    cmocka_unit_test(test_fork_record),
 	};
 

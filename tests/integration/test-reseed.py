@@ -4,10 +4,12 @@
 tests/seam-kernel.c), as a copy of a VM runs it once restored or cloned (issue 28): it draws from
 the broker over the guest's key, mixes the bits in (RNDADDENTROPY, credited as vouched), forces a
 reseed (RNDRESEEDCRNG), rewrites the seed file at its size and mode 0600, bumps the generation
-file (1, then 2) and logs one line with its MESSAGE_ID and EB_GENERATION=; exit 0. Without the
+file (1, then 2), marks the seed file creditable for systemd (user.random-seed-creditable = 1,
+where the file system keeps user xattrs) and logs one line with its MESSAGE_ID and EB_GENERATION=; exit 0. Without the
 right to RNDRESEEDCRNG (the seam refuses it, EPERM) it exits 1 with its failure MESSAGE_ID and
 EB_STEP=RNDRESEEDCRNG, and leaves the generation and the seed file as they were. As root the
 journal is a socket of the test's own in a private mount namespace; otherwise stderr is read."""
+import errno
 import os
 import stat
 import subprocess
@@ -19,6 +21,18 @@ MSGID_RESEEDED = "c4245c3f44154925b549f0f1a3f7d016"
 MSGID_RESEED_FAILED = "b06025e086b44e89a07c0a6fa3053877"
 MSGID_FORK_SEEN = "989e3ad85bae4fc0ad56c7a564611dfd"
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def creditable_mark(path):
+    """systemd's mark on a seed file, or None where the file system keeps no user xattrs."""
+    try:
+        return os.getxattr(path, "user.random-seed-creditable")
+    except OSError as e:
+        if e.errno == errno.EOPNOTSUPP:
+            return None
+        if e.errno == errno.ENODATA:
+            return b""
+        raise
 
 
 def watch_fork(b, j):
@@ -92,6 +106,10 @@ def inner():
             check(len(after) == 512 and after != before
                   and stat.S_IMODE(os.stat(seed).st_mode) == 0o600,
                   "the seed file is rewritten: its size, new bytes, mode 0600")
+            mark = creditable_mark(seed)
+            check(mark in (b"1", None),
+                  f"the new seed carries systemd's creditable mark (user.random-seed-creditable"
+                  f" = 1), where the file system keeps user xattrs: {mark}")
             check(open(gen).read() == f"{n}\n", f"the generation is {n}")
         if j:
             entries = j.entries(MSGID_RESEEDED)
