@@ -85,6 +85,17 @@ static void write_broker(FILE *f, const struct view *v)
 	family(f, "eb_drbg_bytes_total", "counter",
 	       "Bytes served from the DRBG since the broker started.");
 	sample(f, "eb_drbg_bytes_total", st->bytes_drbg);
+	/* STATUS version 1: the credit accepted that has not reached the level, carried toward the
+	 * next block or dropped at a cut (docs/pool.md, "Conditioning"); absent from an older
+	 * broker rather than a 0 that lies. */
+	if (st->version >= 1) {
+		family(f, "eb_pool_carried_bytes", "gauge",
+		       "Credit carried toward the pool's next block (short of one), in bytes.");
+		sample_bits(f, "eb_pool_carried_bytes", st->carried_bits);
+		family(f, "eb_pool_dropped_bytes_total", "counter",
+		       "Credit dropped at the cuts of the pool's blocks since start, in bytes.");
+		sample_bits(f, "eb_pool_dropped_bytes_total", st->dropped_bits);
+	}
 	family(f, "eb_sources", "gauge", "Sessions connected as sources (not the upstream).");
 	sample(f, "eb_sources", st->sources);
 	family(f, "eb_sinks", "gauge", "Sessions connected as sinks.");

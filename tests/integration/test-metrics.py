@@ -76,6 +76,10 @@ def test():
               and 'eb_user_sessions{user="scraper"}' in m
               and m.get(f'eb_build_info{{version="{os.environ.get("EB_VERSION", "")}"}}') == 1,
               f"GET /metrics: the broker's figures and its build ({len(m)} samples)")
+        check("# TYPE eb_pool_carried_bytes gauge\n" in body
+              and "# TYPE eb_pool_dropped_bytes_total counter\n" in body
+              and m.get("eb_pool_carried_bytes") == 0 and m.get("eb_pool_dropped_bytes_total") == 0,
+              "STATUS version 1's carried and dropped credit: a gauge and a counter, 0 at first")
         # Prometheus' own parser and linter, on an answer with every family: no lint at all.
         p = run(["promtool", "check", "metrics"], input=body.encode())
         lint = (p.stdout + p.stderr).decode().strip()
@@ -202,9 +206,18 @@ def test():
         data = os.path.join(b.tmp, "data")
         with open(data, "wb") as f:
             f.write(os.urandom(65536))
-        p = donate(b, "alice", data)
+        # At 7 bits a byte, which does not divide a block's 576: blocks are cut inside bytes.
+        p = donate(b, "alice", data, credit=7)
         check(p.returncode == 0, "a source donates 64 KiB")
-        level = b.status()["pool_bits"]
+        st = b.status()
+        level = st["pool_bits"]
+        m = metrics(http(mport, b"GET /metrics HTTP/1.1\r\n\r\n")[2])
+        check(m.get("eb_pool_carried_bytes") == st["carried_bits"] / 8
+              and m.get("eb_pool_dropped_bytes_total") == st["dropped_bits"] / 8
+              and st["dropped_bits"] > 0,
+              f"eb_pool_carried_bytes {m.get('eb_pool_carried_bytes')} and "
+              f"eb_pool_dropped_bytes_total {m.get('eb_pool_dropped_bytes_total')} are "
+              f"eb-brokerctl's {st['carried_bits']} and {st['dropped_bits']} bits / 8")
         risen = wait_for("prometheus to see the pool rise",
                          lambda: [v for _, v in prometheus_query(pport, "eb_pool_bytes") if v > before], 60)
         check(risen[0] == level / 8, f"prometheus: eb_pool_bytes rose from {before:.0f} to {risen[0]:.0f}, "
