@@ -258,6 +258,38 @@ static void test_restart_counts(void **state)
 	assert_false(rs.validated);
 }
 
+static void test_restart_matrix(void **state)
+{
+	static uint8_t s[4 * 200];
+	struct assess_restart rs;
+
+	(void)state;
+	/* 4 restarts of 200 samples (eb-assess esv --restarts 4 --samples-per-restart 200) at H_I =
+	 * 8: 256 values of 1/256, alpha = 1 - 0.99^(1/204) = 4.93e-5. A column is 4 draws: some
+	 * value comes up 3 times or more with probability 256 (4 x 255 + 1) / 256^4 = 6.09e-5, 4
+	 * times with 256 / 256^4 = 6.0e-8, so the column cutoff is 3. A row is 200 draws, whose
+	 * cutoff is far above that. Every restart gives 0, 1, ..., 199: each column is one value 4
+	 * times, which only the column cutoff catches. */
+	for (unsigned i = 0; i < 4; i++)
+		for (unsigned j = 0; j < 200; j++)
+			s[i * 200 + j] = (uint8_t)j;
+	assert_int_equal(assess_restart_run_matrix(s, 4, 200, 8, 8.0, &rs), 0);
+	assert_int_equal(rs.restarts, 4);
+	assert_int_equal(rs.length, 200);
+	assert_int_equal(rs.col_cutoff, 3);
+	assert_true(rs.cutoff > 4);
+	assert_int_equal(rs.row_max, 1);
+	assert_int_equal(rs.col_max, 4);
+	assert_false(rs.sanity);
+	/* One restart shifted by one: each column holds its value 3 times, within the cutoff. */
+	for (unsigned j = 0; j < 200; j++)
+		s[3 * 200 + j] = (uint8_t)(j + 1);
+	assert_int_equal(assess_restart_run_matrix(s, 4, 200, 8, 8.0, &rs), 0);
+	assert_int_equal(rs.col_max, 3);
+	assert_true(rs.sanity);
+	assert_int_equal(assess_restart_run_matrix(s, 1, 800, 8, 8.0, &rs), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -268,6 +300,7 @@ int main(void)
 	    cmocka_unit_test(test_noniid_constant),  cmocka_unit_test(test_noniid_binary_literal),
 	    cmocka_unit_test(test_iid_statistics),   cmocka_unit_test(test_iid_verdicts),
 	    cmocka_unit_test(test_restart_cutoff),   cmocka_unit_test(test_restart_counts),
+	    cmocka_unit_test(test_restart_matrix),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -72,7 +72,7 @@ void assess_report_restart_text(const struct assess_restart *rs)
 {
 	printf(
 	    "SP 800-90B restart tests (section 3.1.4, %u restarts of %u samples) at H_I = %.4f: %s\n",
-	    ASSESS_RESTARTS, ASSESS_RESTART_LENGTH, rs->h_i, rs->validated ? "pass" : "fail");
+	    rs->restarts, rs->length, rs->h_i, rs->validated ? "pass" : "fail");
 	printf(
 	    "  sanity check             %s (most common count: rows %u, columns %u; cutoff %u)\n",
 	    rs->sanity ? "pass" : "fail", rs->row_max, rs->col_max, rs->cutoff);

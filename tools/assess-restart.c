@@ -93,16 +93,16 @@ int assess_restart_cutoff(double h_i, unsigned n, double alpha, unsigned *ret)
 
 /* The count of the most common value in each of the matrix's rows (by_row) or columns, the
  * highest of them. */
-static unsigned most_common(const uint8_t *s, bool by_row)
+static unsigned most_common(const uint8_t *s, unsigned restarts, unsigned length, bool by_row)
 {
+	unsigned outer = by_row ? restarts : length, inner = by_row ? length : restarts;
 	unsigned best = 0;
 
-	for (unsigned a = 0; a < ASSESS_RESTARTS; a++) {
+	for (unsigned a = 0; a < outer; a++) {
 		unsigned count[256] = {0};
 
-		for (unsigned b = 0; b < ASSESS_RESTART_LENGTH; b++) {
-			uint8_t v = by_row ? s[a * ASSESS_RESTART_LENGTH + b]
-			                   : s[b * ASSESS_RESTART_LENGTH + a];
+		for (unsigned b = 0; b < inner; b++) {
+			uint8_t v = by_row ? s[(size_t)a * length + b] : s[(size_t)b * length + a];
 
 			count[v]++;
 			best = MAX(best, count[v]);
@@ -123,31 +123,37 @@ static int assess_one(const uint8_t *s, size_t n, unsigned bits, struct assess_n
 	return r;
 }
 
-int assess_restart_run(const uint8_t *s, unsigned bits, double h_i, struct assess_restart *ret)
+int assess_restart_run_matrix(const uint8_t *s, unsigned restarts, unsigned length, unsigned bits,
+                              double h_i, struct assess_restart *ret)
 {
-	const size_t n = (size_t)ASSESS_RESTARTS * ASSESS_RESTART_LENGTH;
+	const size_t n = (size_t)restarts * length;
 	_cleanup_free_ uint8_t *cols = NULL;
-	struct assess_restart a = {.h_i = h_i};
+	struct assess_restart a = {.h_i = h_i, .restarts = restarts, .length = length};
 	/* 0.01 over all the rows and columns together. */
-	double alpha = 1.0 - exp(log(0.99) / (ASSESS_RESTARTS + ASSESS_RESTART_LENGTH));
+	double alpha = 1.0 - exp(log(0.99) / ((double)restarts + length));
 	int r;
 
-	if (!(h_i > 0) || h_i > bits)
+	if (!(h_i > 0) || h_i > bits || restarts < 2 || length < 2)
 		return -EINVAL;
-	r = assess_restart_cutoff(h_i, ASSESS_RESTART_LENGTH, alpha, &a.cutoff);
+	r = assess_restart_cutoff(h_i, length, alpha, &a.cutoff);
 	if (r < 0)
 		return r;
-	a.row_max = most_common(s, true);
-	a.col_max = most_common(s, false);
-	a.sanity = MAX(a.row_max, a.col_max) <= a.cutoff;
+	a.col_cutoff = a.cutoff;
+	if (restarts != length) {
+		r = assess_restart_cutoff(h_i, restarts, alpha, &a.col_cutoff);
+		if (r < 0)
+			return r;
+	}
+	a.row_max = most_common(s, restarts, length, true);
+	a.col_max = most_common(s, restarts, length, false);
+	a.sanity = a.row_max <= a.cutoff && a.col_max <= a.col_cutoff;
 	if (a.sanity) {
 		cols = malloc(n);
 		if (!cols)
 			return -ENOMEM;
-		for (unsigned i = 0; i < ASSESS_RESTARTS; i++)
-			for (unsigned j = 0; j < ASSESS_RESTART_LENGTH; j++)
-				cols[(size_t)j * ASSESS_RESTARTS + i] =
-				    s[(size_t)i * ASSESS_RESTART_LENGTH + j];
+		for (size_t i = 0; i < restarts; i++)
+			for (size_t j = 0; j < length; j++)
+				cols[j * restarts + i] = s[i * length + j];
 		r = assess_one(s, n, bits, &a.rows);
 		if (r >= 0)
 			r = assess_one(cols, n, bits, &a.cols);
@@ -157,4 +163,9 @@ int assess_restart_run(const uint8_t *s, unsigned bits, double h_i, struct asses
 	}
 	*ret = a;
 	return 0;
+}
+
+int assess_restart_run(const uint8_t *s, unsigned bits, double h_i, struct assess_restart *ret)
+{
+	return assess_restart_run_matrix(s, ASSESS_RESTARTS, ASSESS_RESTART_LENGTH, bits, h_i, ret);
 }

@@ -17,9 +17,11 @@
 
 struct assess_restart {
 	double h_i;
-	unsigned cutoff;                 /* the most common count a row or column may reach */
+	unsigned restarts, length;       /* the matrix: restarts rows of length samples */
+	unsigned cutoff;                 /* the most common count a row may reach */
+	unsigned col_cutoff;             /* and a column (cutoff when the matrix is square) */
 	unsigned row_max, col_max;       /* the most common counts found */
-	bool sanity;                     /* row_max and col_max within cutoff */
+	bool sanity;                     /* row_max and col_max within their cutoffs */
 	struct assess_noniid rows, cols; /* 0 bits each when the check failed (not run) */
 	bool validated;                  /* sanity, and min(H_r, H_c) >= H_I / 2 */
 };
@@ -33,3 +35,10 @@ int assess_restart_cutoff(double h_i, unsigned n, double alpha, unsigned *ret);
 /* The tests on ASSESS_RESTARTS x ASSESS_RESTART_LENGTH samples of bits bits against the claim
  * h_i. -EINVAL for h_i outside (0, bits], -ENOMEM. */
 int assess_restart_run(const uint8_t *s, unsigned bits, double h_i, struct assess_restart *ret);
+
+/* The same on a matrix of restarts x length samples, row after row, for a smaller trial than
+ * the spec's (eb-assess esv --restarts, --samples-per-restart): alpha is still 0.01 over all
+ * restarts + length rows and columns, and a row's cutoff is for length samples, a column's for
+ * restarts. -EINVAL also for fewer than 2 restarts or samples. */
+int assess_restart_run_matrix(const uint8_t *s, unsigned restarts, unsigned length, unsigned bits,
+                              double h_i, struct assess_restart *ret);
