@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "assess-esv.h"
 #include "assess-health.h"
 #include "assess-iid.h"
 #include "assess-noniid.h"
@@ -36,7 +37,8 @@ static uint64_t arg_seed = ASSESS_SEED_DEFAULT;
 static void help(void)
 {
 	printf(
-	    "Usage: eb-assess [OPTIONS] FILE\n\n"
+	    "Usage: eb-assess [OPTIONS] FILE\n"
+	    "       eb-assess esv [OPTIONS] -o DIR PROGRAM [ARGUMENTS...]\n\n"
 	    "Assesses a raw capture (a source's --dump-raw output, one sample per byte) or a\n"
 	    "sink's output: SP 800-90B min-entropy estimates, ent-style statistics, and what the\n"
 	    "SP 800-90B health tests would have done with it. FILE may be - for stdin.\n\n"
@@ -516,6 +518,9 @@ int main(int argc, char *argv[])
 	int r;
 
 	log_setup(argv[0]);
+	/* A mode of its own, with its own options; a capture named esv is ./esv. */
+	if (argc > 1 && strcmp(argv[1], "esv") == 0)
+		return assess_esv_main(argc, argv);
 	r = parse_args(argc, argv);
 	if (r != EB_CLI_CONTINUE)
 		return r;
