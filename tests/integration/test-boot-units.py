@@ -113,6 +113,9 @@ def check_early(u, problems):
         problems.append("ConditionVirtualization=vm is missing")
     if u.get(("Unit", "ConditionCredential")) != ["eb.key"]:
         problems.append("ConditionCredential=eb.key is missing")
+    if u.get(("Unit", "ConditionPathExists")) != ["!/run/entropy-broker/initramfs"]:
+        problems.append("ConditionPathExists=!/run/entropy-broker/initramfs is missing: boot "
+                        "would wait for a second early seed after the initramfs's")
     caps(u, problems)
     return oneshot_timeouts(u, problems)
 
@@ -205,6 +208,7 @@ def test():
         "no ssh ordering": vsock.replace(" ssh.service", ""),
         "Before= reset": vsock.replace("[Service]", "[Unit]\nBefore=\n[Service]"),
         "not only in VMs": vsock.replace("ConditionVirtualization=vm", "ConditionVirtualization=yes"),
+        "a second try after the initramfs's": vsock.replace("ConditionPathExists=!/run/entropy-broker/initramfs\n", ""),
         "timeout too long": vsock.replace("--timeout=30", "--timeout=60"),
         "boot waiting for the whole --timeout": vsock.replace("Type=notify", "Type=oneshot"),
         "a long bound": vsock.replace("--ready-timeout=2", "--ready-timeout=10"),
@@ -227,6 +231,7 @@ def test():
         "boot waiting for the whole --timeout": virtio.replace("Type=notify", "Type=oneshot"),
         "a private /dev": virtio.replace("[Install]", "PrivateDevices=yes\n[Install]"),
         "another port": virtio.replace("virtio:org.entropy-broker.seed.0", "virtio:other"),
+        "a second try after the initramfs's": virtio.replace("ConditionPathExists=!/run/entropy-broker/initramfs\n", ""),
     }
     for what, text in broken.items():
         check(text != virtio and check_virtio(text), f"a virtio unit with {what} is caught")
