@@ -26,6 +26,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 import jsonschema
 
@@ -233,9 +234,10 @@ def main():
     failed = 0
     for i, fn in enumerate(TESTS, 1):
         with tempfile.TemporaryDirectory() as tmp:
+            start = time.monotonic()
             try:
                 fn(tmp)
-                print(f"ok {i} - {fn.__name__}")
+                print(f"ok {i} - {fn.__name__} ({time.monotonic() - start:.1f} s)")
             except Failed as e:
                 failed += 1
                 print(f"not ok {i} - {fn.__name__}: {e}")
