@@ -3,7 +3,6 @@
  * Simtec Entropy Key, and donates what it reads to a broker. */
 #include <errno.h>
 #include <inttypes.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -20,6 +19,7 @@
 #include "proto.h"
 #include "source.h"
 #include "time-util.h"
+#include "uri.h"
 
 /* The EGD protocol (egd.pl; ekeyd's README.egd-protocol): a command byte, then its arguments;
  * multi-byte integers are big-endian, and one request reads at most 255 bytes. */
@@ -83,15 +83,15 @@ static int read_exact(int fd, uint8_t *buf, size_t len, int timeout_ms)
 /* An EGD server's address: a unix socket's path, or a TCP host and port. */
 struct egd_addr {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* empty for TCP */
-	char host[256];
-	char port[16];
+	struct eb_uri tcp;
 };
 
 /* ADDRESS: /PATH or unix:/PATH, or HOST:PORT or tcp://HOST:PORT ([V6]:PORT for IPv6). Parsed
  * apart from connecting, so that a malformed address is told from a failed connect(). */
 static int egd_parse(const char *address, struct egd_addr *ret)
 {
-	struct egd_addr a = {};
+	struct egd_addr a = {.tcp.kind = EB_URI_TCP};
+	unsigned long long port_number;
 	const char *path = NULL;
 	char *port;
 
@@ -108,21 +108,21 @@ static int egd_parse(const char *address, struct egd_addr *ret)
 	}
 	if (strncmp(address, "tcp://", 6) == 0)
 		address += 6;
-	if (strlen(address) >= sizeof(a.host))
+	if (strlen(address) >= sizeof(a.tcp.host))
 		return -EINVAL;
-	memcpy(a.host, address, strlen(address) + 1);
-	port = strrchr(a.host, ':');
-	if (!port || port == a.host || !port[1] || strlen(port + 1) >= sizeof(a.port))
+	memcpy(a.tcp.host, address, strlen(address) + 1);
+	port = strrchr(a.tcp.host, ':');
+	if (!port || port == a.tcp.host || eb_cli_parse_u64(port + 1, 1, 65535, &port_number) < 0)
 		return -EINVAL;
-	*port++ = '\0';
-	memcpy(a.port, port, strlen(port) + 1);
-	if (a.host[0] == '[') {
-		size_t n = strlen(a.host);
+	*port = '\0';
+	a.tcp.port = (uint16_t)port_number;
+	if (a.tcp.host[0] == '[') {
+		size_t n = strlen(a.tcp.host);
 
-		if (n < 3 || a.host[n - 1] != ']')
+		if (n < 3 || a.tcp.host[n - 1] != ']')
 			return -EINVAL;
-		a.host[n - 1] = '\0';
-		memmove(a.host, a.host + 1, n - 1);
+		a.tcp.host[n - 1] = '\0';
+		memmove(a.tcp.host, a.tcp.host + 1, n - 1);
 	}
 	*ret = a;
 	return 0;
@@ -131,7 +131,7 @@ static int egd_parse(const char *address, struct egd_addr *ret)
 static int egd_connect(const struct egd_addr *a, int *ret_fd)
 {
 	_cleanup_close_ int fd = -EBADF;
-	int r;
+	int one = 1, r;
 
 	if (a->path[0]) {
 		struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -142,33 +142,17 @@ static int egd_connect(const struct egd_addr *a, int *ret_fd)
 			return negative_errno();
 		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 			return negative_errno();
-	} else {
-		struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
-
-		r = getaddrinfo(a->host, a->port, &hints, &ai);
-		if (r != 0)
-			return r == EAI_SYSTEM ? negative_errno() : -EHOSTUNREACH;
-		r = -EHOSTUNREACH;
-		for (struct addrinfo *i = ai; i; i = i->ai_next) {
-			fd = socket(i->ai_family, i->ai_socktype | SOCK_CLOEXEC, i->ai_protocol);
-			if (fd < 0)
-				continue;
-			if (connect(fd, i->ai_addr, i->ai_addrlen) == 0) {
-				int one = 1;
-
-				/* A server that vanished must not leave a blocking read
-				 * waiting forever. */
-				(void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-				r = 0;
-				break;
-			}
-			r = negative_errno();
-			fd = safe_close(fd);
-		}
-		freeaddrinfo(ai);
-		if (r < 0)
-			return r;
+		*ret_fd = TAKE_FD(fd);
+		return 0;
 	}
+	/* The name's look-up and the connects within TIMEOUT_MS, as a client's to its broker:
+	 * getaddrinfo() alone waits as long as resolv.conf lets it (15 s a name and more against a
+	 * DNS server that does not answer), and a connect to a host that drops it, minutes. */
+	r = eb_uri_connect(&a->tcp, TIMEOUT_MS, &fd);
+	if (r < 0)
+		return r;
+	/* A server that vanished must not leave a blocking read waiting forever. */
+	(void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 	*ret_fd = TAKE_FD(fd);
 	return 0;
 }
@@ -306,6 +290,10 @@ int main(int argc, char *argv[])
 		return 2;
 	}
 	r = egd_connect(&addr, &fd);
+	if (r == -EADDRNOTAVAIL && eb_uri_resolve_error()) {
+		log_error("Failed to look up EGD server %s: %s", e.address, eb_uri_resolve_error());
+		return 1;
+	}
 	if (r < 0) {
 		log_error_errno(r, "Failed to connect to EGD server %s: %m", e.address);
 		return 1;

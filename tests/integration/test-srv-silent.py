@@ -10,6 +10,9 @@ anything about mute.test; a private /etc/resolv.conf points the clients at it an
   minutes, 15 s a target);
 - eb-sink-file --timeout 5 -b tcp://t0.silent.test likewise (it gave up only when glibc did);
 - eb-sink-file --timeout 5 -b srv:mute.test (the SRV query itself unanswered) likewise;
+- eb-source-egd t0.silent.test:PORT gives up on its EGD server's name within 1.5x the 10 s its
+  man page gives the look-up and the connection, saying the DNS did not answer in time (it waited
+  as long as glibc did, and said "No route to host");
 - a broker whose [upstream] is srv:silent.test stops within 2 s of SIGTERM while its upstream
   thread waits for a target's address (docs/security.md says 1 s)."""
 import os
@@ -26,6 +29,7 @@ from eblib import (Broker, check, inner_run, main, need, need_root, prog, rerun_
                    wait_for)
 
 TIMEOUT_S = 5
+EGD_TIMEOUT_S = 10  # eb-source-egd(1): a TCP server's look-up and connection
 TARGETS = 32
 PORT = 55225
 
@@ -119,6 +123,19 @@ def inner():
                   ("" if ok else f":\n{err[-600:]}"))
             check("in time" in err,
                   f"-b {broker}: the error says the DNS did not answer in time:\n{err[-600:]}")
+
+        t0 = time.monotonic()
+        try:
+            p = run([prog("eb-source-egd"), "-b", b.unix, f"t0.silent.test:{PORT}"],
+                    timeout=8 * EGD_TIMEOUT_S)
+            rc, err = p.returncode, p.stderr.decode(errors="replace")
+        except subprocess.TimeoutExpired as e:
+            rc, err = None, (e.stderr or b"").decode(errors="replace")
+        took = time.monotonic() - t0
+        print(f"# eb-source-egd t0.silent.test:{PORT}: gave up after {took:.1f} s")
+        check(rc == 1 and took <= 1.5 * EGD_TIMEOUT_S and "EGD server" in err and "in time" in err,
+              f"eb-source-egd gives up on its EGD server's name within {1.5 * EGD_TIMEOUT_S:.0f} s "
+              f"({took:.1f} s, exit {rc}) and says the DNS did not answer in time:\n{err[-600:]}")
 
         # A broker drawing from srv:silent.test, stopped while its upstream thread waits for
         # a target's address.
