@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
 
@@ -27,14 +27,13 @@ static const char *const suite_names[_EB_KEY_HASH_MAX] = {
     [EB_KEY_HASH_SHA256] = "TLS_AES_128_GCM_SHA256",
 };
 
-/* The key given to an identity that has none: HMAC-SHA-256 of the identity under this secret,
- * drawn when the server context is made. */
+/* The key given to an identity that has none: HMAC-SHA-256 of the identity under a secret of
+ * this size, drawn when the server context is made. */
 #define DUMMY_SECRET_SIZE 32
 
 struct server_data {
 	eb_tls_psk_lookup_t lookup;
 	void *userdata;
-	uint8_t dummy_secret[DUMMY_SECRET_SIZE];
 };
 
 struct client_data {
@@ -43,7 +42,9 @@ struct client_data {
 	enum eb_key_hash hash;
 };
 
-static int ctx_index = -1, ssl_index = -1;
+/* ctx_index: a context's server_data or client_data; ssl_index: a connection's eb_tls_peer;
+ * mac_index: a server context's HMAC keyed with its dummy secret (dummy_key()). */
+static int ctx_index = -1, ssl_index = -1, mac_index = -1;
 
 static void free_ctx_data(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
                           void *argp)
@@ -62,13 +63,21 @@ static void free_peer(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long
 	free(ptr);
 }
 
+static void free_mac(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+	(void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
+	EVP_MAC_CTX_free(ptr); /* OpenSSL wipes the key it holds */
+}
+
 static int init_indexes(void)
 {
 	if (ctx_index < 0)
 		ctx_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, free_ctx_data);
 	if (ssl_index < 0)
 		ssl_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, free_peer);
-	return ctx_index < 0 || ssl_index < 0 ? -ENOMEM : 0;
+	if (mac_index < 0)
+		mac_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, free_mac);
+	return ctx_index < 0 || ssl_index < 0 || mac_index < 0 ? -ENOMEM : 0;
 }
 
 /* Builds the session that carries an external PSK: OpenSSL takes PSKs for TLS 1.3 as resumable
@@ -160,15 +169,46 @@ static struct eb_tls_peer *peer_record(SSL *ssl)
 }
 
 /* The key of an identity that has none: derived from the context's secret and the identity as
- * sent, so that the same name is always given the same key, and no client can hold it. */
-static bool dummy_key(const struct server_data *d, const unsigned char *identity,
-                      size_t identity_len, uint8_t ret_key[EB_KEY_SIZE])
+ * sent, so that the same name is always given the same key, and no client can hold it. The HMAC
+ * keyed once with the secret is copied for each handshake: a one-shot HMAC() looks the MAC and
+ * the digest up by name each time, under OpenSSL's locks, which cost as much as a tenth of
+ * the broker's own work for a fresh seed. A copy only reads the keyed one, so handshake
+ * workers may copy it at once. */
+static bool dummy_key(SSL_CTX *ctx, const unsigned char *identity, size_t identity_len,
+                      uint8_t ret_key[EB_KEY_SIZE])
 {
-	unsigned len = EB_KEY_SIZE;
+	EVP_MAC_CTX *mac = EVP_MAC_CTX_dup(SSL_CTX_get_ex_data(ctx, mac_index));
+	size_t len = 0;
+	bool ok;
 
-	return HMAC(EVP_sha256(), d->dummy_secret, sizeof(d->dummy_secret), identity, identity_len,
-	            ret_key, &len) != NULL &&
-	       len == EB_KEY_SIZE;
+	ok = mac && EVP_MAC_update(mac, identity, identity_len) &&
+	     EVP_MAC_final(mac, ret_key, &len, EB_KEY_SIZE) && len == EB_KEY_SIZE;
+	EVP_MAC_CTX_free(mac);
+	return ok;
+}
+
+/* The HMAC-SHA-256 that dummy_key() copies, keyed with a fresh secret, in ctx's mac_index. */
+static int dummy_mac_new(SSL_CTX *ctx)
+{
+	OSSL_PARAM params[] = {
+	    OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+	    OSSL_PARAM_construct_end(),
+	};
+	uint8_t secret[DUMMY_SECRET_SIZE];
+	EVP_MAC *hmac = EVP_MAC_fetch(NULL, OSSL_MAC_NAME_HMAC, NULL);
+	EVP_MAC_CTX *mac = hmac ? EVP_MAC_CTX_new(hmac) : NULL;
+	int r = -ENOMEM;
+
+	EVP_MAC_free(hmac); /* the context holds its own reference */
+	if (mac && RAND_priv_bytes(secret, sizeof(secret)) != 1)
+		r = -EIO;
+	else if (mac && EVP_MAC_init(mac, secret, sizeof(secret), params) &&
+	         SSL_CTX_set_ex_data(ctx, mac_index, mac))
+		r = 0;
+	explicit_bzero(secret, sizeof(secret));
+	if (r < 0)
+		EVP_MAC_CTX_free(mac);
+	return r;
 }
 
 static int find_session(SSL *ssl, const unsigned char *identity, size_t identity_len,
@@ -209,7 +249,7 @@ static int find_session(SSL *ssl, const unsigned char *identity, size_t identity
 	/* Nobody gets a key too, so that an unknown name fails as a wrong key does: on the binder,
 	 * with the same alert, after the same work (the dummy key is made for everyone). Told
 	 * apart, they would list the users. */
-	ok = dummy_key(d, identity, identity_len, dummy);
+	ok = dummy_key(SSL_get_SSL_CTX(ssl), identity, identity_len, dummy);
 	/* Only the bytes as sent name a user: "al\001ce" is not "al?ce". A user's key is used with
 	 * the one hash it is bound to; offered with the other, it is as good as no key. */
 	if (!too_long && printable && d->lookup(peer->identity, &psk, d->userdata) >= 0) {
@@ -279,13 +319,15 @@ int eb_tls_server_new(eb_tls_psk_lookup_t lookup, void *userdata, SSL_CTX **ret)
 {
 	struct server_data *d;
 	SSL_CTX *ctx;
+	int r;
 
 	ctx = ctx_new(TLS_server_method(), EB_TLS_SERVER_CIPHERSUITES, (void **)&d);
 	if (!ctx)
 		return -ENOMEM;
-	if (RAND_priv_bytes(d->dummy_secret, sizeof(d->dummy_secret)) != 1) {
+	r = dummy_mac_new(ctx);
+	if (r < 0) {
 		SSL_CTX_free(ctx);
-		return -EIO;
+		return r;
 	}
 	d->lookup = lookup;
 	d->userdata = userdata;
