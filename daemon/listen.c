@@ -13,7 +13,8 @@
 #include "session.h"
 #include "uri.h"
 
-static void on_accept(struct eb_listener *l, int fd, void *userdata)
+static void on_accept(struct eb_listener *l, int fd, const struct sockaddr *peer,
+                      socklen_t peer_len, void *userdata)
 {
 	struct broker *b = userdata;
 	struct sockaddr_storage balancer;
@@ -26,12 +27,12 @@ static void on_accept(struct eb_listener *l, int fd, void *userdata)
 		return;
 	}
 	/* A listed load balancer's client is known only once its PROXY header is in. */
-	if (l->tls && proxied_expected(b, fd, &balancer)) {
+	if (l->tls && proxied_expected(b, peer, peer_len, &balancer)) {
 		proxied_new(b, fd, &balancer, l->name);
 		return;
 	}
 	/* session_new() applies the limits and refuses, with a log line, what is over. */
-	r = session_new(b, fd, l->tls, l->name, &s);
+	r = session_new(b, fd, peer, peer_len, l->tls, l->name, &s);
 	if (r < 0)
 		log_peer(b, PEER_LOG_ACCEPT, LOG_WARNING,
 		         "Failed to set up a session on %s, ignoring: %s", l->name, strerror(-r));

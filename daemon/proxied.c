@@ -58,15 +58,14 @@ void proxied_free_all(struct broker *b)
 		proxied_free(eb_list_first(&b->proxied, struct proxied, node));
 }
 
-bool proxied_expected(struct broker *b, int fd, struct sockaddr_storage *ret_balancer)
+bool proxied_expected(struct broker *b, const struct sockaddr *peer, socklen_t peer_len,
+                      struct sockaddr_storage *ret_balancer)
 {
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
+	struct sockaddr_storage ss = {};
 
-	if (b->conf->n_proxy_from == 0)
+	if (b->conf->n_proxy_from == 0 || peer_len < sizeof(sa_family_t) || peer_len > sizeof(ss))
 		return false;
-	if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
-		return false;
+	memcpy(&ss, peer, peer_len);
 	if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
 		return false;
 	if (!eb_conf_proxy_trusted(b->conf, (struct sockaddr *)&ss))

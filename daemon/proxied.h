@@ -10,9 +10,11 @@
 
 struct broker;
 
-/* Whether fd, just accepted on a TLS listener, comes from one of proxy-protocol-from= (and so
- * must begin with a PROXY header); its address in *ret_balancer then. */
-bool proxied_expected(struct broker *b, int fd, struct sockaddr_storage *ret_balancer);
+/* Whether a connection just accepted on a TLS listener from peer (accept4()'s address) comes
+ * from one of proxy-protocol-from= (and so must begin with a PROXY header); its address in
+ * *ret_balancer then. */
+bool proxied_expected(struct broker *b, const struct sockaddr *peer, socklen_t peer_len,
+                      struct sockaddr_storage *ret_balancer);
 
 /* Takes fd and waits for its header, at most hello-timeout-sec; at most max-handshakes wait at
  * once. Whatever befalls it is logged here: a refusal in one rate-limited line, a health check

@@ -122,14 +122,19 @@ void session_describe_proxied(struct session *s, const struct sockaddr_storage *
 	snprintf(s->peer, sizeof(s->peer), "%s %s via %s", listener, c, v);
 }
 
-void session_describe_peer(struct session *s, int fd, const char *listener,
-                           struct peer_addr *ret_addr)
+void session_describe_peer(struct session *s, int fd, const struct sockaddr *peer,
+                           socklen_t peer_len, const char *listener, struct peer_addr *ret_addr)
 {
-	struct sockaddr_storage ss;
+	struct sockaddr_storage ss = {};
 	socklen_t len = sizeof(ss);
 	char addr[INET6_ADDRSTRLEN + 16];
 
-	if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0) {
+	/* accept4() gave the address: a system call fewer a connection. A connection reset before
+	 * it was accepted has one there too (getpeername() would fail on it), and so meets the
+	 * per-address limits like any other. */
+	if (peer && peer_len >= sizeof(sa_family_t) && peer_len <= sizeof(ss))
+		memcpy(&ss, peer, peer_len);
+	else if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0) {
 		snprintf(s->peer, sizeof(s->peer), "%s peer", listener);
 		return;
 	}

@@ -50,8 +50,8 @@ void session_pump(struct session *s);
 /* session-auth.c: who the peer is, and the limits it meets. */
 /* Names the peer in s->peer, and its address for the per-address limits in *ret_addr (family 0
  * when it has none). */
-void session_describe_peer(struct session *s, int fd, const char *listener,
-                           struct peer_addr *ret_addr);
+void session_describe_peer(struct session *s, int fd, const struct sockaddr *peer,
+                           socklen_t peer_len, const char *listener, struct peer_addr *ret_addr);
 /* The same for a client a load balancer's PROXY header named (NULL: a LOCAL header, the balancer
  * speaking for itself); both addresses are AF_INET or AF_INET6. */
 void session_describe_proxied(struct session *s, const struct sockaddr_storage *client,

@@ -198,8 +198,9 @@ struct session_via {
 };
 
 /* A session built for fd, in no state yet: counted nowhere, known to no other session. */
-static int session_build(struct broker *b, int fd, bool tls, const char *listener,
-                         const struct session_via *via, struct session **ret)
+static int session_build(struct broker *b, int fd, const struct sockaddr *peer, socklen_t peer_len,
+                         bool tls, const char *listener, const struct session_via *via,
+                         struct session **ret)
 {
 	struct peer_addr addr = {};
 	struct session *s;
@@ -215,7 +216,7 @@ static int session_build(struct broker *b, int fd, bool tls, const char *listene
 	if (via)
 		session_describe_proxied(s, via->client, via->balancer, listener, &addr);
 	else
-		session_describe_peer(s, fd, listener, &addr);
+		session_describe_peer(s, fd, peer, peer_len, listener, &addr);
 	registry_entry_init(&s->reg, !tls, &addr, broker_now(b));
 	r = eb_conn_new(fd, tls ? b->tls : NULL, true, false, &s->conn);
 	if (r < 0) {
@@ -304,8 +305,9 @@ static void make_way(struct broker *b, struct session *victim)
 }
 
 /* Builds the session, then asks the registry whether it may join; only then is it counted. */
-static int session_accept(struct broker *b, int fd, bool tls, const char *listener,
-                          const struct session_via *via, struct session **ret)
+static int session_accept(struct broker *b, int fd, const struct sockaddr *peer, socklen_t peer_len,
+                          bool tls, const char *listener, const struct session_via *via,
+                          struct session **ret)
 {
 	const struct registry_limits limits = {
 	    .max_sessions = b->conf->max_sessions,
@@ -319,13 +321,14 @@ static int session_accept(struct broker *b, int fd, bool tls, const char *listen
 	int r;
 
 	*ret = NULL;
-	r = session_build(b, fd, tls, listener, via, &s);
+	r = session_build(b, fd, peer, peer_len, tls, listener, via, &s);
 	if (r < 0)
 		return r;
 	if (tls && s->reg.hs.addr.family == 0) {
-		/* getpeername() fails for a connection reset before it was accepted: the peer is
-		 * gone, and one without an address would meet no per-address limit (a storm of
-		 * connect, ClientHello, reset took every handshake slot so). */
+		/* A peer with no address would meet no per-address limit (a storm of connect,
+		 * ClientHello, reset took every handshake slot so, when the address came from
+		 * getpeername(), which fails for a connection reset before it was accepted;
+		 * accept4() gives it). A unix peer whose credentials cannot be read is gone. */
 		log_debug("Closing %s: it was gone before it was accepted", s->peer);
 		session_free(s);
 		return 0;
@@ -362,9 +365,10 @@ static int session_accept(struct broker *b, int fd, bool tls, const char *listen
 	return 0;
 }
 
-int session_new(struct broker *b, int fd, bool tls, const char *listener, struct session **ret)
+int session_new(struct broker *b, int fd, const struct sockaddr *peer, socklen_t peer_len, bool tls,
+                const char *listener, struct session **ret)
 {
-	int r = session_accept(b, fd, tls, listener, NULL, ret);
+	int r = session_accept(b, fd, peer, peer_len, tls, listener, NULL, ret);
 
 	/* The session just made, if it was refused, is the newest closing one: never the oldest,
 	 * since max-lingering is at least 1. */
@@ -377,7 +381,7 @@ int session_new_proxied(struct broker *b, int fd, const char *listener,
                         const struct sockaddr_storage *balancer, struct session **ret)
 {
 	const struct session_via via = {.client = client, .balancer = balancer};
-	int r = session_accept(b, fd, true, listener, &via, ret);
+	int r = session_accept(b, fd, NULL, 0, true, listener, &via, ret);
 
 	trim_lingering(b);
 	return r;

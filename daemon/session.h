@@ -98,7 +98,9 @@ struct session {
  * it the peer is local (plain unix), identified by its ucred and counted apart. A peer over a
  * limit is refused here: a local one with an ERROR (busy), a network one by closing the
  * connection before the handshake. *ret is NULL then, and also when the session ended at once. */
-int session_new(struct broker *b, int fd, bool tls, const char *listener, struct session **ret);
+/* peer (peer_len bytes) is the address accept4() gave, or NULL to ask the socket. */
+int session_new(struct broker *b, int fd, const struct sockaddr *peer, socklen_t peer_len, bool tls,
+                const char *listener, struct session **ret);
 /* The same for a TLS connection whose PROXY header (proxied.c) named its client (NULL: a LOCAL
  * header, the balancer's own connection): the client is the peer for every limit and log line,
  * and the balancer is named after it. */

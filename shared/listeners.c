@@ -171,9 +171,11 @@ static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userd
 
 	(void)src, (void)revents;
 	for (unsigned i = 0; i < EB_ACCEPT_BATCH; i++) {
+		struct sockaddr_storage peer;
+		socklen_t len = sizeof(peer);
 		int cfd, r;
 
-		cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		cfd = accept4(fd, (struct sockaddr *)&peer, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (cfd < 0) {
 			/* ECONNABORTED: the peer left before it was taken; the next one may be
 			 * there. */
@@ -186,7 +188,8 @@ static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userd
 			return 0;
 		}
 		ls->backoff_usec = 0;
-		ls->on_accept(l, cfd, ls->userdata);
+		ls->on_accept(l, cfd, (struct sockaddr *)&peer, MIN(len, (socklen_t)sizeof(peer)),
+		              ls->userdata);
 	}
 	return 0;
 }

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include <systemd/sd-event.h>
 
@@ -28,8 +29,10 @@ struct eb_listener {
 	sd_event_source *src;
 };
 
-/* A connection accepted on l: fd is non-blocking and close-on-exec, and the callee's to close. */
-typedef void (*eb_accept_fn)(struct eb_listener *l, int fd, void *userdata);
+/* A connection accepted on l: fd is non-blocking and close-on-exec, and the callee's to close;
+ * peer (peer_len bytes) is its address as accept4() gave it, so that no getpeername() is needed. */
+typedef void (*eb_accept_fn)(struct eb_listener *l, int fd, const struct sockaddr *peer,
+                             socklen_t peer_len, void *userdata);
 /* accept() on l failed with error (a negative errno), or after a rest the listeners could not be
  * turned on again, and every listener rests for pause_usec: the owner decides whether and how
  * often to say so. */

@@ -273,14 +273,15 @@ static void serve_waiters(struct egd_server *s)
 	}
 }
 
-static void on_accept(struct eb_listener *l, int fd, void *userdata)
+static void on_accept(struct eb_listener *l, int fd, const struct sockaddr *peer,
+                      socklen_t peer_len, void *userdata)
 {
 	struct egd_server *s = userdata;
 	struct peer *p;
 	struct client *c;
 	int r;
 
-	(void)l;
+	(void)l, (void)peer, (void)peer_len;
 	p = egd_peer_admit(s, fd);
 	if (!p) {
 		safe_close(fd);

@@ -139,11 +139,12 @@ struct seen {
 	uint64_t pause_usec;
 };
 
-static void on_accept(struct eb_listener *l, int fd, void *userdata)
+static void on_accept(struct eb_listener *l, int fd, const struct sockaddr *peer,
+                      socklen_t peer_len, void *userdata)
 {
 	struct seen *seen = userdata;
 
-	(void)l;
+	(void)l, (void)peer, (void)peer_len;
 	seen->accepted++;
 	close(fd);
 }
@@ -295,6 +296,8 @@ static void test_reenable_fails(void **state)
 
 struct opts_seen {
 	int nodelay, keepalive, idle, intvl, cnt;
+	struct sockaddr_storage peer;
+	socklen_t peer_len;
 };
 
 static int get_int(int fd, int level, int name)
@@ -306,11 +309,15 @@ static int get_int(int fd, int level, int name)
 	return v;
 }
 
-static void on_accept_opts(struct eb_listener *l, int fd, void *userdata)
+static void on_accept_opts(struct eb_listener *l, int fd, const struct sockaddr *peer,
+                           socklen_t peer_len, void *userdata)
 {
 	struct opts_seen *o = userdata;
 
 	(void)l;
+	assert_true(peer_len <= sizeof(o->peer));
+	memcpy(&o->peer, peer, peer_len);
+	o->peer_len = peer_len;
 	o->nodelay = get_int(fd, IPPROTO_TCP, TCP_NODELAY);
 	o->keepalive = get_int(fd, SOL_SOCKET, SO_KEEPALIVE);
 	o->idle = get_int(fd, IPPROTO_TCP, TCP_KEEPIDLE);
@@ -320,7 +327,8 @@ static void on_accept_opts(struct eb_listener *l, int fd, void *userdata)
 }
 
 /* A TCP connection accepted from a listener has no Nagle and keeps alive (listeners.c sets both
- * on the listener once, and the broker no longer sets them per connection). */
+ * on the listener once, and the broker no longer sets them per connection), and comes with its
+ * peer's address from accept4(), which the broker takes instead of calling getpeername(). */
 static void test_tcp_options(void **state)
 {
 	struct eb_listeners ls = {};
@@ -349,6 +357,17 @@ static void test_tcp_options(void **state)
 	assert_int_equal(o.idle, 120);
 	assert_int_equal(o.intvl, 30);
 	assert_int_equal(o.cnt, 4);
+	{
+		struct sockaddr_in mine;
+		socklen_t mine_len = sizeof(mine);
+		const struct sockaddr_in *got = (const struct sockaddr_in *)&o.peer;
+
+		assert_int_equal(getsockname(c, (struct sockaddr *)&mine, &mine_len), 0);
+		assert_int_equal(o.peer_len, sizeof(struct sockaddr_in));
+		assert_int_equal(got->sin_family, AF_INET);
+		assert_int_equal(got->sin_port, mine.sin_port);
+		assert_int_equal(got->sin_addr.s_addr, mine.sin_addr.s_addr);
+	}
 
 	eb_listeners_done(&ls);
 	close(c);

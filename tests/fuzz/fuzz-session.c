@@ -323,7 +323,7 @@ static void peer_open(struct broker *b, struct peer *p, uint8_t mode)
 	p->broken = false;
 	check(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) == 0);
 	p->fd = sv[0];
-	r = session_new(b, sv[1], p->mode != PEER_PLAIN, "fuzz", &s);
+	r = session_new(b, sv[1], NULL, 0, p->mode != PEER_PLAIN, "fuzz", &s);
 	check(r == 0);
 	if (p->mode != PEER_TLS)
 		return;
