@@ -279,6 +279,7 @@ uint64_t session_key_serial(const struct session *s)
 
 int session_rebind(struct session *s, const struct eb_conf *old, const struct eb_conf *new)
 {
+	SESSION_ENTRY();
 	const struct eb_user *was, *u;
 	const char *why = NULL;
 

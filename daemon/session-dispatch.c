@@ -288,6 +288,7 @@ static void handle_put(struct session *s, const struct eb_msg_put *p)
  * pool failed (an ERROR, then close). */
 static void answer_get(struct serve_request *q, const struct sched_decision *d, const uint8_t *data)
 {
+	SESSION_ENTRY();
 	struct session *s = (struct session *)((char *)q - offsetof(struct session, get));
 	struct eb_msg m = {.type = EB_MSG_DATA};
 	int r;
@@ -295,7 +296,7 @@ static void answer_get(struct serve_request *q, const struct sched_decision *d, 
 	assert(!serve_waiting(s->broker, q));
 	if (!d) {
 		session_refuse(s, EB_ERR_INTERNAL, "pool failure");
-		(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+		session_come_back(s);
 		return;
 	}
 	switch (d->verdict) {
@@ -309,6 +310,7 @@ static void answer_get(struct serve_request *q, const struct sched_decision *d, 
 		if (r < 0) {
 			log_error_errno(r, "Failed to encode DATA for %s: %m", s->peer);
 			session_refuse(s, EB_ERR_INTERNAL, "encoding failure");
+			session_come_back(s);
 			return;
 		}
 		count_data(s, m.data.len, m.data.bits);
@@ -328,7 +330,7 @@ static void answer_get(struct serve_request *q, const struct sched_decision *d, 
 		return;
 	}
 	/* Flush and read on from the event loop: the broker answers from its own handler. */
-	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+	session_come_back(s);
 }
 
 static void handle_get(struct session *s, const struct eb_msg_get *g)
@@ -410,6 +412,7 @@ static void handle_status(struct session *s, const struct eb_msg_status_req *q)
 
 void session_tell_asleep(struct registry_entry *e, bool asleep)
 {
+	SESSION_ENTRY();
 	struct session *s = session_of(e);
 	struct eb_msg m = {.type = asleep ? EB_MSG_SLEEP : EB_MSG_WAKE,
 	                   .retry.retry_ms = SCHEDULER_SLEEP_MS};
@@ -422,7 +425,7 @@ void session_tell_asleep(struct registry_entry *e, bool asleep)
 	s->asleep_until_usec = asleep ? broker_now(s->broker) + SCHEDULER_SLEEP_MS * 1000ULL : 0;
 	if (!asleep)
 		s->woken_usec = broker_now(s->broker);
-	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+	session_come_back(s);
 }
 
 /* A session's first frame after authentication must be its HELLO. */

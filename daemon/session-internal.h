@@ -1,6 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /* What session.c, session-io.c, session-auth.c, session-dispatch.c and session-clones.c share;
- * nothing outside a session uses it. */
+ * nothing outside a session uses it.
+ *
+ * The settle rule. A session's socket is edge-triggered (EPOLLET): epoll says it is ready once,
+ * when it becomes so, and a session whose io events, defer source and frame timer were not
+ * brought up to date after a change waits for an edge that never comes. So every entry point of
+ * the module leaves each session it changed in one of these ends:
+ *   session_settle()             its events, buffers, come-back and frame timer brought to rest;
+ *   session_pump()               which ends in one of the others;
+ *   session_free()               gone;
+ *   session_come_back()          its defer source armed: the pump runs in the next iteration;
+ *   session_offload_handshake()  a worker has it, and handshake_done() pumps or settles it.
+ * The entry points: on_io(), on_defer(), on_timer() and on_frame_timer() (sd-event),
+ * handshake_done() (a worker's step back on the loop), session_new() and session_new_proxied()
+ * (accept), answer_get() and session_tell_asleep() (the broker's run source, through a GET's
+ * answer pointer and hooks.set_asleep), session_rebind() (a reload) and session_disconnect() (an
+ * admin). One that changed nothing may return as it is (on_timer() for a READY session does);
+ * session_goodbye(), after the loop has ended, writes its last word itself and is settled by the
+ * session_free() that follows.
+ *
+ * Builds with assertions check it: session_send() and session_set_state() mark a session changed
+ * (session_mark()), the ends above clear the mark, and SESSION_ENTRY() at the top of every entry
+ * point asserts, when the outermost one returns, that no session is left marked. */
 #pragma once
 
 #include <assert.h>
@@ -11,6 +32,7 @@
 
 #include "broker.h"
 #include "conf.h"
+#include "macro.h"
 #include "proto.h"
 #include "session.h"
 
@@ -26,12 +48,37 @@ static inline const char *session_user_name(const struct session *s)
 	return s->reg.user >= 0 ? s->broker->conf->users[s->reg.user].name : "(unauthenticated)";
 }
 
+/* session.c: the settle rule's bookkeeping (above), in builds with assertions. */
+#ifndef NDEBUG
+/* s changed: it must reach one of the rule's ends before the entry point returns. */
+void session_mark(struct session *s);
+/* s reached one of the ends. */
+void session_unmark(struct session *s);
+unsigned session_enter(void);
+void session_leave(const unsigned *depth);
+#define SESSION_ENTRY()                                                                            \
+	_cleanup_(session_leave) _unused_ const unsigned session_entry_ = session_enter()
+#else
+static inline void session_mark(struct session *s)
+{
+	(void)s;
+}
+static inline void session_unmark(struct session *s)
+{
+	(void)s;
+}
+#define SESSION_ENTRY() ((void)0)
+#endif
+
 /* session.c: state, and the handshake on a worker. */
 /* Every change of state goes through here, so that the broker's counts (registry_move()) and
  * status follow. */
 void session_set_state(struct session *s, enum session_state state);
 /* A last ERROR, then CLOSING: a waiting GET is withdrawn, the pump flushes and lingers. */
 void session_refuse(struct session *s, enum eb_error_code code, const char *text);
+/* The pump runs for s in the next loop iteration (its defer source): how a change made outside
+ * s's own turn ends (answer_get(), session_tell_asleep()). */
+void session_come_back(struct session *s);
 /* Hands the handshake's next step to a worker (broker->workers); the session is the worker's
  * until the step comes back, and then pumped or settled. */
 void session_offload_handshake(struct session *s);

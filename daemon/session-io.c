@@ -122,6 +122,7 @@ void session_settle(struct session *s)
 	uint32_t events = 0;
 	bool readable_buffered;
 
+	session_unmark(s);
 	if (s->in_worker)
 		return; /* handshake_done() comes back to it */
 
@@ -190,6 +191,7 @@ int session_send(struct session *s, const struct eb_msg *m)
 	if (n < 0)
 		return n;
 	s->wend += (size_t)n;
+	session_mark(s);
 	return 0;
 }
 

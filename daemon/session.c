@@ -27,6 +27,43 @@ static int on_defer(sd_event_source *src, void *userdata);
 static int on_timer(sd_event_source *src, uint64_t usec, void *userdata);
 static int on_frame_timer(sd_event_source *src, uint64_t usec, void *userdata);
 
+#ifndef NDEBUG
+/* The settle rule's bookkeeping (session-internal.h): how many sessions are marked, and how deep
+ * the module's entry points are nested. The loop's thread alone runs the session module. */
+static unsigned n_unsettled, entry_depth;
+
+void session_mark(struct session *s)
+{
+	if (!s->unsettled) {
+		s->unsettled = true;
+		n_unsettled++;
+	}
+}
+
+void session_unmark(struct session *s)
+{
+	if (s->unsettled) {
+		s->unsettled = false;
+		assert(n_unsettled > 0);
+		n_unsettled--;
+	}
+}
+
+unsigned session_enter(void)
+{
+	return ++entry_depth;
+}
+
+void session_leave(const unsigned *depth)
+{
+	assert(*depth == entry_depth);
+	entry_depth--;
+	/* An entry point changed a session and returned without session_settle(),
+	 * session_pump(), session_free() or session_come_back(): its socket may never wake it. */
+	assert(entry_depth > 0 || n_unsettled == 0);
+}
+#endif
+
 /* Every change of state goes through here, and through registry_move(), so that the broker's
  * counts follow: a session counts as a source or sink exactly while it is READY, and as a
  * handshake while in HANDSHAKE, however it leaves (an ERROR either way, a reload, a timeout, the
@@ -40,6 +77,7 @@ void session_set_state(struct session *s, enum session_state state)
 
 	if (from == state)
 		return;
+	session_mark(s);
 	registry_move(&s->broker->registry, &s->reg, state, broker_now(s->broker));
 	if (from == SESSION_READY || state == SESSION_READY)
 		broker_mark_status(s->broker);
@@ -90,8 +128,16 @@ void session_refuse(struct session *s, enum eb_error_code code, const char *text
 	session_set_state(s, SESSION_CLOSING);
 }
 
+void session_come_back(struct session *s)
+{
+	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+	session_unmark(s);
+}
+
 void session_disconnect(struct session *s, const char *why)
 {
+	SESSION_ENTRY();
+
 	if (s->reg.state != SESSION_READY)
 		return;
 	session_refuse(s, EB_ERR_SHUTDOWN, why);
@@ -125,6 +171,7 @@ void session_free(struct session *s)
 		session_set_state(s, SESSION_CLOSING);
 		session_set_state(s, SESSION_OUTSIDE);
 	}
+	session_unmark(s);
 	sd_event_source_disable_unref(s->io);
 	sd_event_source_disable_unref(s->defer);
 	sd_event_source_disable_unref(s->timer);
@@ -158,6 +205,7 @@ static void handshake_run(struct work *w)
 /* Back on the loop: what the step said, as session_handshake() would have. */
 static void handshake_done(struct work *w, bool cancelled)
 {
+	SESSION_ENTRY();
 	struct session *s = session_from_work(w);
 
 	s->in_worker = false;
@@ -188,6 +236,7 @@ void session_offload_handshake(struct session *s)
 	s->handshake_work.run = handshake_run;
 	s->handshake_work.done = handshake_done;
 	s->in_worker = true;
+	session_unmark(s); /* handshake_done() pumps or settles it */
 	workers_submit(s->broker->workers, &s->handshake_work);
 }
 
@@ -361,6 +410,7 @@ static int session_accept(struct broker *b, int fd, const struct sockaddr *peer,
 		}
 	}
 	log_debug("Accepted %s", s->peer);
+	session_settle(s); /* its events are those its state asks for: this only says so */
 	*ret = s;
 	return 0;
 }
@@ -368,6 +418,7 @@ static int session_accept(struct broker *b, int fd, const struct sockaddr *peer,
 int session_new(struct broker *b, int fd, const struct sockaddr *peer, socklen_t peer_len, bool tls,
                 const char *listener, struct session **ret)
 {
+	SESSION_ENTRY();
 	int r = session_accept(b, fd, peer, peer_len, tls, listener, NULL, ret);
 
 	/* The session just made, if it was refused, is the newest closing one: never the oldest,
@@ -380,6 +431,7 @@ int session_new_proxied(struct broker *b, int fd, const char *listener,
                         const struct sockaddr_storage *client,
                         const struct sockaddr_storage *balancer, struct session **ret)
 {
+	SESSION_ENTRY();
 	const struct session_via via = {.client = client, .balancer = balancer};
 	int r = session_accept(b, fd, NULL, 0, true, listener, &via, ret);
 
@@ -389,6 +441,7 @@ int session_new_proxied(struct broker *b, int fd, const char *listener,
 
 static int on_io(sd_event_source *src, int fd, uint32_t revents, void *userdata)
 {
+	SESSION_ENTRY();
 	struct session *s = userdata;
 
 	(void)src, (void)fd, (void)revents;
@@ -402,6 +455,7 @@ static int on_io(sd_event_source *src, int fd, uint32_t revents, void *userdata)
 
 static int on_defer(sd_event_source *src, void *userdata)
 {
+	SESSION_ENTRY();
 	(void)src;
 	session_pump(userdata);
 	return 0;
@@ -409,6 +463,7 @@ static int on_defer(sd_event_source *src, void *userdata)
 
 static int on_timer(sd_event_source *src, uint64_t usec, void *userdata)
 {
+	SESSION_ENTRY();
 	struct session *s = userdata;
 
 	(void)src, (void)usec;
@@ -427,6 +482,7 @@ static int on_timer(sd_event_source *src, uint64_t usec, void *userdata)
 
 static int on_frame_timer(sd_event_source *src, uint64_t usec, void *userdata)
 {
+	SESSION_ENTRY();
 	struct session *s = userdata;
 
 	(void)src, (void)usec;

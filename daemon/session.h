@@ -46,6 +46,8 @@ struct session {
 	 * when the step is back (the io source stays on meanwhile, and edge-triggered, it does
 	 * not say twice). */
 	bool io_missed;
+	/* Changed since it last came to rest: the settle rule's mark (session-internal.h). */
+	bool unsettled;
 
 	struct eb_conn *conn;
 	sd_event_source *io, *defer, *timer, *frame_timer;
