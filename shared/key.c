@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <libgen.h>
 #include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -220,20 +219,6 @@ int eb_key_load(const char *path, uint8_t ret_key[EB_KEY_SIZE])
 	return 0;
 }
 
-/* Makes the new directory entry durable too; a key that vanishes with a power cut would leave a
- * peer holding a key the broker no longer knows. Best effort: the file itself is already synced. */
-static void fsync_parent(const char *path)
-{
-	_cleanup_free_ char *copy = strdup(path);
-	_cleanup_close_ int dfd = -EBADF;
-
-	if (!copy)
-		return;
-	dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0)
-		(void)fsync(dfd);
-}
-
 int eb_key_generate(const char *path)
 {
 	return eb_key_generate_owned(path, (uid_t)-1, (gid_t)-1, false);
@@ -299,7 +284,9 @@ int eb_key_generate_owned(const char *path, uid_t uid, gid_t gid, bool group_rea
 		return r;
 	}
 
-	fsync_parent(path);
+	/* The new entry made durable too: a key that vanished with a power cut would leave a peer
+	 * holding a key the broker no longer knows. Best effort: the file itself is synced. */
+	(void)eb_fsync_parent(path);
 	return 0;
 }
 

@@ -50,73 +50,24 @@ static int secret_alloc(struct secret *s, size_t n)
 	return 0;
 }
 
-static int fsync_parent(const char *path)
-{
-	_cleanup_free_ char *dir = NULL;
-	_cleanup_close_ int fd = -EBADF;
-	const char *slash = strrchr(path, '/');
-
-	if (!slash)
-		dir = strdup(".");
-	else if (slash == path)
-		dir = strdup("/");
-	else
-		dir = strndup(path, (size_t)(slash - path));
-	if (!dir)
-		return -ENOMEM;
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return negative_errno();
-	if (fsync(fd) < 0)
-		return negative_errno();
-	return 0;
-}
-
 /* Writes a complete file next to path and renames it over path, so that a crash leaves either the
  * old file or the new one, never a torn one; the fsyncs make the rename itself durable before the
  * caller relies on it (load credits only after this returns). */
 static int write_atomic(const char *path, uint64_t credit_bits, const uint8_t *data, size_t len)
 {
-	_cleanup_free_ char *tmp = NULL;
-	_cleanup_close_ int fd = -EBADF;
 	uint8_t header[SEED_HEADER];
+	const struct iovec iov[] = {{header, sizeof(header)}, {(void *)data, len}};
 	uint32_t be;
-	size_t plen = strlen(path);
-	int r;
 
 	assert(len <= SEED_DATA_MAX);
 	assert(credit_bits <= 8 * (uint64_t)len);
-
-	tmp = malloc(plen + sizeof(".XXXXXX"));
-	if (!tmp)
-		return -ENOMEM;
-	memcpy(tmp, path, plen);
-	memcpy(tmp + plen, ".XXXXXX", sizeof(".XXXXXX"));
-	/* mkostemp creates the file 0600 and O_EXCL, so nobody else's file is ever written. */
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return negative_errno();
 
 	memcpy(header, SEED_MAGIC, SEED_MAGIC_LEN);
 	be = htobe32((uint32_t)credit_bits);
 	memcpy(header + SEED_MAGIC_LEN, &be, 4);
 	be = htobe32((uint32_t)len);
 	memcpy(header + SEED_MAGIC_LEN + 4, &be, 4);
-
-	r = fchmod(fd, 0600) < 0 ? negative_errno() : 0;
-	if (r >= 0)
-		r = eb_write_all(fd, header, sizeof(header));
-	if (r >= 0)
-		r = eb_write_all(fd, data, len);
-	if (r >= 0 && fsync(fd) < 0)
-		r = negative_errno();
-	if (r >= 0 && rename(tmp, path) < 0)
-		r = negative_errno();
-	if (r < 0) {
-		(void)unlink(tmp);
-		return r;
-	}
-	return fsync_parent(path);
+	return eb_replace_file(path, iov, ELEMENTSOF(iov), NULL);
 }
 
 /* Uncredited bytes for a file that must exist but carries no credit. The periodic save passes the

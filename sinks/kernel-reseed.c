@@ -17,23 +17,6 @@
 #include "log.h"
 #include "macro.h"
 
-static int fsync_dir_of(const char *path)
-{
-	_cleanup_free_ char *dir = NULL;
-	_cleanup_close_ int fd = -EBADF;
-	const char *slash = strrchr(path, '/');
-
-	dir = !slash          ? strdup(".")
-	      : slash == path ? strdup("/")
-	                      : strndup(path, (size_t)(slash - path));
-	if (!dir)
-		return -ENOMEM;
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fsync(fd) < 0)
-		return negative_errno();
-	return 0;
-}
-
 /* systemd-random-seed (systemd 252, src/random-seed/random-seed.c) credits a seed file only when
  * it carries this mark, the one it sets itself on a seed it drew from an initialised CRNG. */
 #define SEED_CREDITABLE_XATTR "user.random-seed-creditable"
@@ -50,38 +33,6 @@ static int mark_creditable(int fd, const char *path)
 	log_debug("%s: the file system keeps no user xattrs; the seed is not marked creditable",
 	          path);
 	return 0;
-}
-
-/* A new file next to path with data, renamed over it: a reader or a crash sees the old file or
- * the new one, never a torn one. With creditable, the new file carries systemd's mark. */
-static int replace_file(const char *path, const void *data, size_t len, bool creditable)
-{
-	_cleanup_free_ char *tmp = NULL;
-	_cleanup_close_ int fd = -EBADF;
-	size_t plen = strlen(path);
-	int r;
-
-	tmp = malloc(plen + sizeof(".XXXXXX"));
-	if (!tmp)
-		return -ENOMEM;
-	memcpy(tmp, path, plen);
-	memcpy(tmp + plen, ".XXXXXX", sizeof(".XXXXXX"));
-	/* mkostemp creates the file 0600 and O_EXCL: nobody else's file is ever written. */
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return negative_errno();
-	r = eb_write_all(fd, data, len);
-	if (r >= 0 && creditable)
-		r = mark_creditable(fd, path);
-	if (r >= 0 && fsync(fd) < 0)
-		r = negative_errno();
-	if (r >= 0 && rename(tmp, path) < 0)
-		r = negative_errno();
-	if (r < 0) {
-		(void)unlink(tmp);
-		return r;
-	}
-	return fsync_dir_of(path);
 }
 
 /* A seed file a later boot would reuse: what it held is what the copies share, so it is
@@ -109,7 +60,7 @@ static int rewrite_seed_file(const char *path)
 	k = getrandom(buf, len, GRND_NONBLOCK);
 	if (k != (ssize_t)len)
 		return k < 0 ? negative_errno() : -EIO;
-	r = replace_file(path, buf, len, true);
+	r = eb_replace_file(path, &(struct iovec){buf, len}, 1, mark_creditable);
 	explicit_bzero(buf, sizeof(buf));
 	return r < 0 ? r : 1;
 }
@@ -164,7 +115,7 @@ static int bump_generation(const char *path, uint64_t *ret)
 	if (r < 0)
 		return r;
 	n = snprintf(text, sizeof(text), "%" PRIu64 "\n", g + 1);
-	r = replace_file(path, text, (size_t)n, false);
+	r = eb_replace_file(path, &(struct iovec){text, (size_t)n}, 1, NULL);
 	if (r < 0)
 		return r;
 	/* Readable by every application that reseeds its own generator after the kernel. */

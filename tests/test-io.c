@@ -1,13 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /* Tests for shared/io.c's eb_read_all(), with read(2) doubled (-Wl,--wrap=read) by a script of
  * what each call returns: short reads joined up, EINTR retried, the end of the input as a short
- * count, an error as its negative errno. One test reads a real pipe, unwrapped. */
+ * count, an error as its negative errno. One test reads a real pipe, unwrapped; eb_replace_file()
+ * is tested on real files in a directory of the test's own. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -153,6 +159,113 @@ static void test_real_pipe(void **state)
 	assert_int_equal(eb_read_all(-1, in, sizeof(in)), -EBADF);
 }
 
+/* The directory's entries but . and ..: what a failed or finished replacement left there. */
+static unsigned entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	unsigned n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+	closedir(d);
+	return n;
+}
+
+static void assert_file(const char *path, const char *want)
+{
+	char got[64];
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t k;
+
+	assert_true(fd >= 0);
+	k = eb_read_all(fd, got, sizeof(got));
+	close(fd);
+	assert_int_equal(k, strlen(want));
+	assert_memory_equal(got, want, (size_t)k);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+}
+
+/* A mark that sees the new file whole, and then fails or not as told. */
+static int mark_calls, mark_result;
+
+static int mark(int fd, const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(st.st_size, 9); /* "head:body": every piece is in */
+	assert_non_null(strstr(path, "/file"));
+	mark_calls++;
+	return mark_result;
+}
+
+static void test_replace_file(void **state)
+{
+	char dir[] = "test-io-XXXXXX", path[64], missing[96];
+	const struct iovec two[] = {{(void *)"head:", 5}, {(void *)"body", 4}};
+	mode_t old_umask;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir)); /* in the test's working directory */
+	snprintf(path, sizeof(path), "%s/file", dir);
+
+	/* A new file, from pieces, 0600 whatever the umask lets through. */
+	old_umask = umask(0);
+	assert_int_equal(eb_replace_file(path, two, ELEMENTSOF(two), NULL), 0);
+	umask(old_umask);
+	assert_file(path, "head:body");
+
+	/* An existing one replaced whole, with nothing left beside it. */
+	assert_int_equal(eb_replace_file(path, &(struct iovec){(void *)"new", 3}, 1, NULL), 0);
+	assert_file(path, "new");
+	assert_int_equal(entries(dir), 1);
+
+	/* The mark is called on the new file, before it replaces the old; its error fails the
+	 * whole and leaves the old file. */
+	mark_result = 0;
+	assert_int_equal(eb_replace_file(path, two, ELEMENTSOF(two), mark), 0);
+	assert_int_equal(mark_calls, 1);
+	assert_file(path, "head:body");
+	assert_int_equal(eb_replace_file(path, &(struct iovec){(void *)"new", 3}, 1, NULL), 0);
+	mark_result = -EIO;
+	assert_int_equal(eb_replace_file(path, two, ELEMENTSOF(two), mark), -EIO);
+	assert_int_equal(mark_calls, 2);
+	assert_file(path, "new");
+	assert_int_equal(entries(dir), 1);
+
+	/* No pieces: an empty file. */
+	assert_int_equal(eb_replace_file(path, NULL, 0, NULL), 0);
+	assert_file(path, "");
+
+	/* A directory that is not there: the errno, and nothing made. */
+	snprintf(missing, sizeof(missing), "%s/none/file", dir);
+	assert_int_equal(eb_replace_file(missing, two, ELEMENTSOF(two), NULL), -ENOENT);
+
+	/* A rename that cannot happen (path is a non-empty directory): the error, the old entry as
+	 * it was, and the temporary file gone. */
+	snprintf(missing, sizeof(missing), "%s/sub", dir);
+	assert_int_equal(mkdir(missing, 0700), 0);
+	snprintf(missing, sizeof(missing), "%s/sub/x", dir);
+	assert_int_equal(eb_replace_file(missing, two, 1, NULL), 0);
+	snprintf(missing, sizeof(missing), "%s/sub", dir);
+	assert_true(eb_replace_file(missing, two, 1, NULL) < 0);
+	assert_int_equal(entries(dir), 2);
+
+	assert_int_equal(eb_fsync_parent(path), 0);
+	assert_int_equal(eb_fsync_parent("relative"), 0);
+
+	snprintf(missing, sizeof(missing), "%s/sub/x", dir);
+	unlink(missing);
+	snprintf(missing, sizeof(missing), "%s/sub", dir);
+	rmdir(missing);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -163,6 +276,7 @@ int main(void)
 	    cmocka_unit_test(test_error_after_bytes),
 	    cmocka_unit_test(test_zero_length_reads_nothing),
 	    cmocka_unit_test(test_real_pipe),
+	    cmocka_unit_test(test_replace_file),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
