@@ -44,11 +44,10 @@ static bool arg_reseed;
 static const char *arg_seed_files[SEED_FILES_MAX];
 static size_t arg_n_seed_files;
 static const char *arg_generation_file = "/run/entropy-broker/generation";
-/* --watch-fork: the kernel's log, and the unit each VM fork starts. */
+/* --watch-fork: the kernel's log, the RTC and how the clock trigger runs (fork-watch.h). */
 static bool arg_watch_fork;
-static const char *arg_kmsg = "/dev/kmsg";
-#define RESEED_UNIT         "eb-seed-reseed.service"
-#define MSGID_FORK_SEEN     "989e3ad85bae4fc0ad56c7a564611dfd"
+static struct fork_watch_options arg_watch = FORK_WATCH_DEFAULTS;
+static bool arg_watch_set;
 #define MSGID_RESEEDED      "c4245c3f44154925b549f0f1a3f7d016"
 #define MSGID_RESEED_FAILED "b06025e086b44e89a07c0a6fa3053877"
 static unsigned long long arg_bits = 256;
@@ -71,9 +70,14 @@ static void help(void)
 	    "                        and exit; every step must succeed\n"
 	    "      --seed-file PATH  --reseed rewrites PATH if it exists (repeatable; default\n"
 	    "                        /var/lib/systemd/random-seed)\n"
-	    "      --watch-fork      watch the kernel log for a VM fork and start\n"
-	    "                        " RESEED_UNIT " at each (no broker needed)\n"
+	    "      --watch-fork      watch the kernel log and the RTC for a copy of this VM and\n"
+	    "                        start " RESEED_UNIT " at each (no broker needed)\n"
 	    "      --kmsg PATH       --watch-fork reads PATH (default /dev/kmsg)\n"
+	    "      --rtc PATH|none   --watch-fork reseeds when the RTC in PATH jumps ahead of the\n"
+	    "                        VM's clock (default " FORK_WATCH_RTC_DEFAULT ")\n"
+	    "      --clock-interval SEC  read the RTC every SEC seconds (default 5)\n"
+	    "      --fork-grace SEC  a clock jump waits SEC seconds for the kernel's fork line\n"
+	    "                        (default: 10 with a vmgenid device, else 0)\n"
 	    "      --generation-file PATH\n"
 	    "                        --reseed bumps the number in PATH (default\n"
 	    "                        /run/entropy-broker/generation)\n"
@@ -109,7 +113,11 @@ enum {
 	ARG_SEED_FILE,
 	ARG_GENERATION_FILE,
 	ARG_WATCH_FORK,
+	/* --watch-fork's own, in the order of enum fork_watch_option. */
 	ARG_KMSG,
+	ARG_RTC,
+	ARG_CLOCK_INTERVAL,
+	ARG_FORK_GRACE,
 };
 
 static int option(int c, const char *arg, void *userdata)
@@ -135,12 +143,11 @@ static int option(int c, const char *arg, void *userdata)
 		arg_watch_fork = true;
 		return 0;
 	case ARG_KMSG:
-		if (arg[0] != '/') {
-			log_error("Invalid --kmsg \"%s\": expected an absolute path", arg);
-			return -2;
-		}
-		arg_kmsg = arg;
-		return 0;
+	case ARG_RTC:
+	case ARG_CLOCK_INTERVAL:
+	case ARG_FORK_GRACE:
+		arg_watch_set = true;
+		return fork_watch_option(&arg_watch, c - ARG_KMSG, arg) < 0 ? -2 : 0;
 	case ARG_GENERATION_FILE:
 		if (arg[0] != '/') {
 			log_error("Invalid --generation-file \"%s\": expected an absolute path",
@@ -192,6 +199,9 @@ static const struct option options[] = {
     {"generation-file", required_argument, NULL, ARG_GENERATION_FILE},
     {"watch-fork", no_argument, NULL, ARG_WATCH_FORK},
     {"kmsg", required_argument, NULL, ARG_KMSG},
+    {"rtc", required_argument, NULL, ARG_RTC},
+    {"clock-interval", required_argument, NULL, ARG_CLOCK_INTERVAL},
+    {"fork-grace", required_argument, NULL, ARG_FORK_GRACE},
     {"bits", required_argument, NULL, ARG_BITS},
     {"timeout", required_argument, NULL, ARG_TIMEOUT},
     {"interval", required_argument, NULL, ARG_INTERVAL},
@@ -220,8 +230,8 @@ static int parse_args(int argc, char *argv[], struct eb_client_options *o)
 		          ", which runs --reseed");
 		return 2;
 	}
-	if (!arg_watch_fork && strcmp(arg_kmsg, "/dev/kmsg") != 0) {
-		log_error("--kmsg is for --watch-fork");
+	if (!arg_watch_fork && arg_watch_set) {
+		log_error("--kmsg, --rtc, --clock-interval and --fork-grace are for --watch-fork");
 		return 2;
 	}
 	if (arg_watch_fork)
@@ -539,7 +549,7 @@ int main(int argc, char *argv[])
 	if (r != EB_CLI_CONTINUE)
 		return r;
 	if (arg_watch_fork)
-		return fork_watch_run(arg_kmsg) < 0 ? 1 : 0;
+		return fork_watch_run(&arg_watch) < 0 ? 1 : 0;
 	if (arg_oneshot && arg_ready_timeout_s > 0 && arg_ready_timeout_s < arg_timeout_s) {
 		r = ready_bound_start(&rb, o.n_brokers > 0 ? o.brokers[0] : "a broker");
 		if (r < 0) {

@@ -50,7 +50,7 @@ def watch_fork(b, j):
     if j:
         env["EB_LOG_TARGET"] = "journal"
     p = subprocess.Popen([os.path.join(BUILD, "tests", "eb-sink-kernel-seam"), "--watch-fork",
-                          "--kmsg", fifo], env=env, stdout=subprocess.PIPE,
+                          "--kmsg", fifo, "--rtc", "none"], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
     with open(fifo, "w") as k:
         k.write("6,100,5000,-;random: crng init done\n"

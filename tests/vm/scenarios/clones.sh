@@ -7,7 +7,11 @@
 # the kernel's "virtual machine fork" line, eb-seed-reseed.service's line with generation 1, one
 # draw more in the host broker's log, the generation file at 1, the seed file rewritten, and 32
 # bytes of getrandom() after the reseed that differ between the copies; the time from `cont` to
-# the reseed line is printed.
+# the reseed line is printed. A state with a vmgenid device does not load into a QEMU without one
+# ("Unknown savevm section"), so a second guest, booted beside the first without the device and
+# with a key of its own, is saved too, and a third copy started from its state: there the kernel
+# logs no fork, and the watcher's clock trigger (the RTC ahead of the guest's clock) starts the
+# reseed within its bound; the times from `cont` to its line and to the reseed are printed.
 # order: 86
 # vm: own
 set -euo pipefail
@@ -26,6 +30,8 @@ checks_done
 
 d=$EB_VM_SCENARIO_DIR
 port=org.entropy-broker.seed.0
+# The clock trigger reads the RTC every 5 s (eb-sink-kernel(8)); the test allows three times that.
+clock_bound=15
 
 step "the guest image: eb-seed-fork.service enabled, seed.env naming the port"
 printf 'EB_BROKER=virtio:%s\n' "$port" >"$d/seed.env"
@@ -34,56 +40,86 @@ debugfs -w -R "mkdir /etc/systemd/system/multi-user.target.wants" "$d/seed.img" 
 debugfs -w -R "symlink /etc/systemd/system/multi-user.target.wants/eb-seed-fork.service /usr/lib/systemd/system/eb-seed-fork.service" \
 	"$d/seed.img" >/dev/null 2>&1 || fail "debugfs could not enable eb-seed-fork.service"
 qemu-img create -q -f qcow2 -b "$d/seed.img" -F raw "$d/saved.qcow2" || fail "qemu-img create"
+qemu-img create -q -f qcow2 -b "$d/seed.img" -F raw "$d/saved2.qcow2" || fail "qemu-img create"
 
-step "host: a broker with the guest's user (guest = yes), filled"
-key=$(head -c 32 /dev/urandom | od -An -tx1 -v | tr -d ' \n')
+step "host: a broker with the guests' users (guest = yes), filled"
 mkdir -p "$d/host"
-printf '%s\n' "$key" >"$d/host/vm1.key"
-chmod 0600 "$d/host/vm1.key"
-printf '\n[user vm1]\nrole = sink\nguest = yes\nkey-file = %s\n' "$d/host/vm1.key" >"$d/host/users.conf"
+for u in vm1 vm2; do
+	head -c 32 /dev/urandom | od -An -tx1 -v | tr -d ' \n' >"$d/host/$u.key"
+	printf '\n' >>"$d/host/$u.key"
+	chmod 0600 "$d/host/$u.key"
+	printf '\n[user %s]\nrole = sink\nguest = yes\nkey-file = %s\n' "$u" "$d/host/$u.key" >>"$d/host/users.conf"
+done
 host_broker "$d/host" "unix+tls:$d/host/virtio.sock"
 head -c 65536 /dev/urandom | "$(host_program eb-source-file)" -b "$HOST_BROKER" --credit-per-byte 8 - ||
 	fail "could not fill the host broker"
 
 # Every copy must have the devices the saved one had; its disk, sockets and logs are its own.
+# devices_vm2: the second guest's, with no vmgenid device.
 export EB_VM_SMP=1
-devices=(-device "vmgenid,guid=auto"
-	-chardev "socket,id=seed,path=$d/host/virtio.sock,reconnect=1"
-	-device "virtserialport,chardev=seed,name=$port"
-	-fw_cfg "name=opt/io.systemd.credentials/eb.key,file=$d/host/vm1.key"
-	-smbios "type=11,value=io.systemd.credential:eb.user=vm1")
-draws() { grep -c 'user vm1 connected as sink' "$d/host/broker.log" || true; }
+guest_devices() { # guest_devices USER: the channel and the credentials
+	printf '%s\n' -chardev "socket,id=seed,path=$d/host/virtio.sock,reconnect=1" \
+		-device "virtserialport,chardev=seed,name=$port" \
+		-fw_cfg "name=opt/io.systemd.credentials/eb.key,file=$d/host/$1.key" \
+		-smbios "type=11,value=io.systemd.credential:eb.user=$1"
+}
+mapfile -t devices < <(printf '%s\n' -device "vmgenid,guid=auto"; guest_devices vm1)
+mapfile -t devices_vm2 < <(guest_devices vm2)
+draws() { grep -c "user $1 connected as sink" "$d/host/broker.log" || true; }
 
-step "the original: booted, the watcher running, then saved"
+# save DIR STATE: the guest in DIR (the current EB_VM_DIR) stopped and its state saved.
+save() {
+	local st i
+	# A 9p export blocks migration while the guest has it mounted; the disk is flushed first.
+	guest 'sync; umount /mnt/host 2>/dev/null; true' >/dev/null
+	vm_mon stop >/dev/null || fail "stop"
+	vm_mon "migrate \"exec:cat > $2\"" >/dev/null || fail "QEMU refused to save the state"
+	for ((i = 0; i < 300; i++)); do
+		st=$(vm_mon 'info migrate' | sed -n 's/^Migration status: *//p')
+		[[ $st == completed ]] && break
+		[[ $st == failed ]] && fail "saving the state failed: $(vm_mon 'info migrate' | tr '\n' ' ')"
+		sleep 0.2
+	done
+	[[ $st == completed ]] || fail "saving the state did not complete ($st)"
+	vm_stop "$1"
+	report "saved state $(basename "$2"): $(du -h "$2" | cut -f1)"
+}
+
+# original: the current guest booted, its watcher running, no generation yet; prints the seed
+# file's hash.
+original() {
+	local name
+	name=$(basename "$EB_VM_DIR")
+	wait_guest 60 'systemctl is-active --quiet eb-seed-fork.service' >/dev/null ||
+		fail "eb-seed-fork.service is not running in $name"
+	[[ $(guest 'cat /run/entropy-broker/generation 2>/dev/null || echo none') == none ]] ||
+		fail "$name has a generation before any fork"
+	guest 'sha256sum /var/lib/systemd/random-seed | cut -c1-64'
+}
+
+step "the originals, booted side by side: vm1 with a vmgenid device, vm2 without; then saved"
+export EB_VM_DRIVE="file=$d/saved2.qcow2,if=virtio,format=qcow2"
+vm_start "$d/orig2" -- "${devices_vm2[@]}" || fail "QEMU did not start the second original"
+_EB_OWN_VMS+=("$d/orig2")
 export EB_VM_DRIVE="file=$d/saved.qcow2,if=virtio,format=qcow2"
 own_vm "$d/orig" -- "${devices[@]}"
 diag 'systemctl status --no-pager eb-seed-fork.service eb-seed-reseed.service; journalctl -b --no-pager -o short-monotonic -t eb-sink-kernel'
-wait_guest 60 'systemctl is-active --quiet eb-seed-fork.service' >/dev/null ||
-	fail "eb-seed-fork.service is not running in the original"
-seed0=$(guest 'sha256sum /var/lib/systemd/random-seed | cut -c1-64')
-[[ $(guest 'cat /run/entropy-broker/generation 2>/dev/null || echo none') == none ]] ||
-	fail "the original has a generation before any fork"
-# A 9p export blocks migration while the guest has it mounted; the disk is flushed first.
-guest 'sync; umount /mnt/host 2>/dev/null; true' >/dev/null
-vm_mon stop >/dev/null || fail "stop"
-vm_mon "migrate \"exec:cat > $d/state\"" >/dev/null || fail "QEMU refused to save the state"
-for ((i = 0; i < 300; i++)); do
-	st=$(vm_mon 'info migrate' | sed -n 's/^Migration status: *//p')
-	[[ $st == completed ]] && break
-	[[ $st == failed ]] && fail "saving the state failed: $(vm_mon 'info migrate' | tr '\n' ' ')"
-	sleep 0.2
-done
-[[ $st == completed ]] || fail "saving the state did not complete ($st)"
-vm_stop "$d/orig"
-report "saved state: $(du -h "$d/state" | cut -f1)"
+seed0=$(original)
+save "$d/orig" "$d/state"
+EB_VM_DIR=$d/orig2
+vm_wait_ready || fail "the second original did not boot (see $d/orig2/serial.log)"
+seed0_vm2=$(original)
+save "$d/orig2" "$d/state2"
 
-# copy NAME: starts a copy from the saved state, paused; `cont`; waits for its reseed.
+# copy NAME USER BASE STATE DEVICES...: starts a copy from the saved state, paused; `cont`; waits
+# for its reseed and checks it. Prints its getrandom() bytes.
 copy() {
-	local name=$1 t0 t1 line gen seed rnd n0
-	cp --sparse=always "$d/saved.qcow2" "$d/$name.qcow2"
+	local name=$1 user=$2 base=$3 state=$4 t0 t1 tc="" line gen seed rnd n0 jump
+	shift 4
+	cp --sparse=always "$base" "$d/$name.qcow2"
 	export EB_VM_DRIVE="file=$d/$name.qcow2,if=virtio,format=qcow2"
-	n0=$(draws)
-	vm_start "$d/$name" -- "${devices[@]}" -S -incoming "exec:cat $d/state" ||
+	n0=$(draws "$user")
+	vm_start "$d/$name" -- "$@" -S -incoming "exec:cat $state" ||
 		fail "$name: QEMU did not start from the saved state"
 	_EB_OWN_VMS+=("$d/$name")
 	for ((i = 0; i < 600; i++)); do
@@ -93,29 +129,52 @@ copy() {
 	vm_mon 'info status' | grep -q 'paused' || fail "$name: not paused after loading: $(vm_mon 'info status')"
 	t0=$(eb_now)
 	vm_mon cont >/dev/null || fail "$name: cont"
+	if [[ $user == vm2 ]]; then
+		wait_guest 60 'journalctl -o cat -t eb-sink-kernel MESSAGE_ID=efe5014b814841a2b427a9e0ecb8200a | grep -q .' >/dev/null ||
+			fail "$name: the clock trigger did not start the reseed within 60 s of cont"
+		tc=$(eb_elapsed "$t0")
+	fi
 	wait_guest 120 'journalctl -o cat -t eb-sink-kernel | grep -q "^Reseeded with"' >/dev/null ||
 		fail "$name: no reseed line within 120 s of cont"
 	t1=$(eb_elapsed "$t0")
-	guest 'journalctl -k -o cat | grep -q "crng reseeded due to virtual machine fork"' ||
-		fail "$name: the kernel did not log the VM fork"
+	if [[ $user == vm2 ]]; then
+		[[ $(guest 'journalctl -k -o cat | grep -c "crng reseeded due to virtual machine fork" || true') == 0 ]] ||
+			fail "$name: the kernel logged a VM fork without a vmgenid device"
+		jump=$(guest 'journalctl -o json -t eb-sink-kernel MESSAGE_ID=efe5014b814841a2b427a9e0ecb8200a | jq -r .EB_CLOCK_JUMP_MS')
+		if ! [[ $jump =~ ^[0-9]+$ ]] || ((jump <= 3000)); then
+			fail "$name: the clock line's jump is '$jump'"
+		fi
+		awk -v t="$tc" -v b="$clock_bound" 'BEGIN { exit !(t <= b) }' ||
+			fail "$name: the clock trigger took ${tc} s from cont, over ${clock_bound} s"
+	else
+		guest 'journalctl -k -o cat | grep -q "crng reseeded due to virtual machine fork"' ||
+			fail "$name: the kernel did not log the VM fork"
+		jump=$(guest 'journalctl -o cat -t eb-sink-kernel | sed -n "s/^The kernel.s fork line answers the RTC.s jump of \(.*\) s$/\1/p" | tail -n 1')
+	fi
 	line=$(guest 'journalctl -o json -t eb-sink-kernel | jq -r "select(.EB_GENERATION != null) | \"\(.EB_GENERATION) \(.MESSAGE)\"" | tail -n 1')
 	[[ $line == "1 Reseeded with 256 bits from virtio:$port"* ]] ||
 		fail "$name: the reseed line is not generation 1 from the port: $line"
 	gen=$(guest 'cat /run/entropy-broker/generation')
 	[[ $gen == 1 ]] || fail "$name: the generation file says '$gen', not 1"
 	seed=$(guest 'sha256sum /var/lib/systemd/random-seed | cut -c1-64')
-	[[ $seed != "$seed0" ]] || fail "$name: the seed file was not rewritten"
+	[[ $seed != "$seed0" && $seed != "$seed0_vm2" ]] || fail "$name: the seed file was not rewritten"
 	rnd=$(guest 'head -c 32 /dev/urandom | od -An -tx1 -v | tr -d " \n"')
 	[[ ${#rnd} == 64 ]] || fail "$name: no 32 bytes of getrandom()"
-	(($(draws) == n0 + 1)) || fail "$name: the host broker saw $(($(draws) - n0)) sessions of vm1, not one"
-	report "$name: reseeded ${t1} s after cont; generation $gen; broker lines for vm1: $n0 -> $(draws); getrandom ${rnd:0:16}..."
+	(($(draws "$user") == n0 + 1)) || fail "$name: the host broker saw $(($(draws "$user") - n0)) sessions of $user, not one"
+	if [[ $user == vm2 ]]; then
+		report "$name (no vmgenid): the clock trigger ${tc} s after cont (RTC ${jump} ms ahead), reseeded ${t1} s after cont; generation $gen; broker lines for $user: $n0 -> $(draws "$user")"
+	else
+		report "$name: reseeded ${t1} s after cont; generation $gen; broker lines for $user: $n0 -> $(draws "$user"); the fork line answered the RTC's jump of ${jump:-?} s; getrandom ${rnd:0:16}..."
+	fi
 	printf '%s\n' "$rnd" >"$d/$name.rnd"
 	vm_stop "$d/$name"
 }
 
 step "copy a"
-copy a
+copy a vm1 "$d/saved.qcow2" "$d/state" "${devices[@]}"
 step "copy b"
-copy b
+copy b vm1 "$d/saved.qcow2" "$d/state" "${devices[@]}"
 [[ $(cat "$d/a.rnd") != "$(cat "$d/b.rnd")" ]] || fail "the two copies' getrandom() output is the same"
 report "the copies' 32 bytes of getrandom() differ"
+step "copy c, of the guest without a vmgenid device"
+copy c vm2 "$d/saved2.qcow2" "$d/state2" "${devices_vm2[@]}"
