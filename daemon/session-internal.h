@@ -21,7 +21,9 @@
  *
  * Builds with assertions check it: session_send() and session_set_state() mark a session changed
  * (session_mark()), the ends above clear the mark, and SESSION_ENTRY() at the top of every entry
- * point asserts, when the outermost one returns, that no session is left marked. */
+ * point asserts, when the outermost one returns, that no session is left marked; a callback of
+ * these files handed to sd-event, or stored as a step's done or a GET's answer, that does not open
+ * with SESSION_ENTRY() is refused by scripts/check-source (session-entry). */
 #pragma once
 
 #include <assert.h>
