@@ -291,6 +291,19 @@ def donate(broker, user, data_path, credit=8, extra=(), uri=None):
                 f"--max-credit-per-byte={credit}", *extra, data_path])
 
 
+def brokerctl(broker, *args, user=None):
+    """eb-brokerctl ARGS against broker: over its unix socket as the local admin, or with user
+    over TCP as that user with its key. Fails naming the command and what it said; returns its
+    standard output as text."""
+    how = ["-b", broker.unix] if user is None else ["-b", broker.tcp, "-u", user, "-k",
+                                                      broker.keys[user]]
+    p = run([prog("eb-brokerctl"), *how, *args])
+    if p.returncode != 0:
+        raise Failure(f"eb-brokerctl {' '.join(args)} exited {p.returncode}: "
+                      f"{p.stderr.decode(errors='replace').strip()[-300:]}")
+    return p.stdout.decode()
+
+
 def draw(broker, user, n, uri=None, extra=()):
     uri = uri or broker.tcp
     # Over unix: the broker knows the peer by its uid; no user or key is needed.

@@ -11,17 +11,14 @@ import struct
 import subprocess
 import time
 
-from eblib import (MSG, ROLE_ADMIN, ROLE_SINK, ROLE_SOURCE, Broker, Failure, Raw, check, draw, main,
-                   prog, reserve_port, run, tcp_listening, wait_for)
+from eblib import (MSG, ROLE_ADMIN, ROLE_SINK, ROLE_SOURCE, Broker, Failure, Raw, brokerctl, check,
+                   draw, main, prog, reserve_port, run, tcp_listening, wait_for)
 
 HEALTH = {0: "-", 1: "new", 2: "ok", 3: "no-claim", 4: "stuck", 5: "silent"}
 
 
 def ctl(b, *args):
-    p = run([prog("eb-brokerctl"), "-b", b.tcp, "-u", "admin", "-k", b.keys["admin"], *args])
-    if p.returncode != 0:
-        raise Failure(f"eb-brokerctl {' '.join(args)} exited {p.returncode}: {p.stderr.decode()}")
-    return p.stdout.decode()
+    return brokerctl(b, *args, user="admin")
 
 
 def ctl_json(b, what):

@@ -16,7 +16,7 @@ import re
 import socket
 import subprocess
 
-from eblib import (Broker, check, donate, inner_run, main, need, prog, private_journal,
+from eblib import (Broker, brokerctl, check, donate, inner_run, main, need, prog, private_journal,
                    rerun_unshared, reserve_port, run, tcp_listening, wait_for)
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -39,14 +39,8 @@ def metrics(body):
     return out
 
 
-def ctl(b, *what):
-    p = run([prog("eb-brokerctl"), "-b", b.unix, *what])
-    check(p.returncode == 0, f"eb-brokerctl {' '.join(what)} ({p.stderr.decode().strip()[-200:]})")
-    return p.stdout.decode()
-
-
 def sinks(b, user):
-    return [s for s in json.loads(ctl(b, "sinks", "--json"))["sinks"] if s["user"] == user]
+    return [s for s in json.loads(brokerctl(b, "sinks", "--json"))["sinks"] if s["user"] == user]
 
 
 def sink(b, user, n, procs):
@@ -99,9 +93,9 @@ def inner():
             sinks(b, "fleet")), 30)
         check(not any(s["clone"] for s in fleet),
               "fleet (no guest = yes) draws from two sessions at once unflagged")
-        st = json.loads(ctl(b, "status", "--json"))
+        st = json.loads(brokerctl(b, "status", "--json"))
         check(st.get("clones") == 1, f"eb-brokerctl status counts one clone: {st.get('clones')}")
-        text = ctl(b, "status")
+        text = brokerctl(b, "status")
         check(re.search(r"^Clones: +1 guest sessions", text, re.M),
               f"eb-brokerctl status says it: {text.splitlines()[-3:]}")
 
@@ -118,9 +112,9 @@ def inner():
         g3 = sink(b, "vm1", 64, procs)
         wait_for("three of vm1's sessions marked", lambda: (
             lambda v: len(v) == 3 and all(s["clone"] for s in v))(sinks(b, "vm1")), 30)
-        check(json.loads(ctl(b, "status", "--json")).get("clones") == 2,
+        check(json.loads(brokerctl(b, "status", "--json")).get("clones") == 2,
               "the third copy is counted: 2")
-        table = ctl(b, "sinks")
+        table = brokerctl(b, "sinks")
         marked = [l for l in table.splitlines() if re.match(r"^\d+\* ", l)]
         print("# " + "\n# ".join(table.splitlines()))
         check(len(marked) == 3 and all(" vm1 " in l for l in marked)
@@ -171,7 +165,7 @@ def inner():
             p = run([prog("eb-sink-file"), "-b", b.tcp, "-u", "vm1", "-k", b.keys["vm1"],
                      "--bytes", "32", "--timeout", "20"])
             check(p.returncode == 0 and len(p.stdout) == 32, "vm1 draws alone")
-        check(json.loads(ctl(b, "status", "--json")).get("clones") == 2,
+        check(json.loads(brokerctl(b, "status", "--json")).get("clones") == 2,
               "vm1 drawing from one session after another adds no clone")
     finally:
         for p in [exporter, *procs]:

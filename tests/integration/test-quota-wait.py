@@ -15,8 +15,8 @@ import re
 import socket
 import subprocess
 
-from eblib import (Broker, check, donate, inner_run, main, need, prog, private_journal,
-                   rerun_unshared, reserve_port, run, tcp_listening, wait_for)
+from eblib import (Broker, brokerctl, check, donate, inner_run, main, need, prog, private_journal,
+                   rerun_unshared, reserve_port, tcp_listening, wait_for)
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MSGID_QUOTA_SPENT = "9e0aec3866724838af0c20345890d6e8"
@@ -37,12 +37,6 @@ def metrics(port):
             key, value = line.rsplit(" ", 1)
             out[key] = float(value)
     return out
-
-
-def ctl(b, *what):
-    p = run([prog("eb-brokerctl"), "-b", b.unix, *what])
-    check(p.returncode == 0, f"eb-brokerctl {' '.join(what)} ({p.stderr.decode().strip()[-200:]})")
-    return p.stdout.decode()
 
 
 def inner():
@@ -86,22 +80,22 @@ def inner():
 
         sink = long_lived(256)
         rows = wait_for("the sink answered QUOTA", lambda: [
-            s for s in json.loads(ctl(b, "sinks", "--json"))["sinks"]
+            s for s in json.loads(brokerctl(b, "sinks", "--json"))["sinks"]
             if s["user"] == "vm" and s["quota_answers"] >= 1 and s["starving_ms"]], 30)
         row = rows[0]
         print(f"# the sink's row: {row}")
         check(row["wait_reason"] == "quota" and row["empty_answers"] == 0
               and row["quota_left_bits"] is not None,
               "eb-brokerctl sinks --json: wait_reason \"quota\", QUOTA answers, no EMPTY")
-        table = ctl(b, "sinks")
+        table = brokerctl(b, "sinks")
         print("# " + "\n# ".join(table.splitlines()))
         head, line = table.splitlines()[0], [l for l in table.splitlines() if " vm " in l]
         check("WAITS FOR" in head and line and line[0].split()[-2] == "quota",
               f"`eb-brokerctl sinks` says the sink waits for its quota ({line})")
-        users = {u["name"]: u for u in json.loads(ctl(b, "users", "--json"))["users"]}
+        users = {u["name"]: u for u in json.loads(brokerctl(b, "users", "--json"))["users"]}
         check(users["vm"]["quota_answers"] >= 1 and users["vm"]["empty_answers"] == 0,
               f"`eb-brokerctl users` counts the user's QUOTA answers ({users['vm']})")
-        st = json.loads(ctl(b, "status", "--json"))
+        st = json.loads(brokerctl(b, "status", "--json"))
         check(st["pool_bits"] > 100000, f"all the while the pool is far from empty "
               f"({st['pool_bits']} bits)")
 
@@ -131,7 +125,7 @@ def inner():
         sink.wait()
         sink = long_lived(64)
         wait_for("the second sink answered QUOTA too", lambda: [
-            s for s in json.loads(ctl(b, "sinks", "--json"))["sinks"]
+            s for s in json.loads(brokerctl(b, "sinks", "--json"))["sinks"]
             if s["user"] == "vm" and s["quota_answers"] >= 1], 30)
         if j:
             entries = j.entries(MSGID_QUOTA_SPENT)

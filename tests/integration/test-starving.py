@@ -11,8 +11,8 @@ import json
 import os
 import subprocess
 
-from eblib import (Broker, check, donate, main, need, prog, reserve_port, run, tcp_listening,
-                   wait_for)
+from eblib import (Broker, brokerctl, check, donate, main, need, prog, reserve_port, run,
+                   tcp_listening, wait_for)
 
 WAIT_EMPTY = 'eb_sinks_waiting{reason="empty"}'
 WAIT_QUOTA = 'eb_sinks_waiting{reason="quota"}'
@@ -37,9 +37,7 @@ def get(port):
 
 
 def ctl(b, what):
-    p = run([prog("eb-brokerctl"), "-b", b.unix, what, "--json"])
-    check(p.returncode == 0, f"eb-brokerctl {what} ({p.stderr.decode().strip()[-200:]})")
-    return json.loads(p.stdout)[what]
+    return json.loads(brokerctl(b, what, "--json"))[what]
 
 
 def text(b, what):

@@ -12,7 +12,7 @@ import socket
 import subprocess
 import time
 
-from eblib import (Broker, check, donate, main, prog, reserve_port, run, tcp_listening,
+from eblib import (Broker, brokerctl, check, donate, main, prog, reserve_port, tcp_listening,
                    wait_for)
 
 # The site's process dies: its kernel closes the connection, which an idle edge watches, and the
@@ -21,9 +21,7 @@ BOUND_S = 5
 
 
 def ctl(b, *args):
-    p = run([prog("eb-brokerctl"), "-b", b.tcp, "-u", "admin", "-k", b.keys["admin"], *args],
-            check=True)
-    return p.stdout.decode()
+    return brokerctl(b, *args, user="admin")
 
 
 def upstream(b):
