@@ -5,7 +5,8 @@
 # virtio-serial port to a host broker) is saved (migrate "exec:cat > state"), then two copies are
 # started from that state, one after the other (-incoming, a qcow2 overlay each, -smp 1). In each:
 # the kernel's "virtual machine fork" line, eb-seed-reseed.service's line with generation 1, one
-# draw more in the host broker's log, the generation file at 1, the seed file rewritten, and 32
+# draw more in the host broker's log, the generation file at 1, the seed file rewritten (marked
+# creditable for systemd), and 32
 # bytes of getrandom() after the reseed that differ between the copies; the time from `cont` to
 # the reseed line is printed. A state with a vmgenid device does not load into a QEMU without one
 # ("Unknown savevm section"), so a second guest, booted beside the first without the device and
@@ -114,7 +115,7 @@ save "$d/orig2" "$d/state2"
 # copy NAME USER BASE STATE DEVICES...: starts a copy from the saved state, paused; `cont`; waits
 # for its reseed and checks it. Prints its getrandom() bytes.
 copy() {
-	local name=$1 user=$2 base=$3 state=$4 t0 t1 tc="" line gen seed rnd n0 jump
+	local name=$1 user=$2 base=$3 state=$4 t0 t1 tc="" line gen seed rnd n0 jump mark
 	shift 4
 	cp --sparse=always "$base" "$d/$name.qcow2"
 	export EB_VM_DRIVE="file=$d/$name.qcow2,if=virtio,format=qcow2"
@@ -158,6 +159,9 @@ copy() {
 	[[ $gen == 1 ]] || fail "$name: the generation file says '$gen', not 1"
 	seed=$(guest 'sha256sum /var/lib/systemd/random-seed | cut -c1-64')
 	[[ $seed != "$seed0" && $seed != "$seed0_vm2" ]] || fail "$name: the seed file was not rewritten"
+	# systemd's mark, read with getxattr(2) (x86_64's 191) from perl-base: the image has no attr.
+	mark=$(guest "perl -e '\$p = \"/var/lib/systemd/random-seed\"; \$x = \"user.random-seed-creditable\"; \$b = \"\\0\" x 8; \$n = syscall(191, \$p, \$x, \$b, 8); print \$n < 0 ? \"none\" : substr(\$b, 0, \$n)'")
+	[[ $mark == 1 ]] || fail "$name: the rewritten seed file's user.random-seed-creditable is '$mark', not 1"
 	rnd=$(guest 'head -c 32 /dev/urandom | od -An -tx1 -v | tr -d " \n"')
 	[[ ${#rnd} == 64 ]] || fail "$name: no 32 bytes of getrandom()"
 	(($(draws "$user") == n0 + 1)) || fail "$name: the host broker saw $(($(draws "$user") - n0)) sessions of $user, not one"
