@@ -2,11 +2,13 @@
 /* eb-source-exec: runs a program and donates its standard output to a broker. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -17,6 +19,14 @@
 /* A program is a low-trust source, as a file is: it vouches for nothing unless told, and even
  * then its credit is capped unless the operator raises the cap too. */
 #define LOW_TRUST_CAP_MBITS 1000u
+
+/* How long the command's processes have to end after SIGTERM before they get SIGKILL, and how
+ * long the source then waits for the kernel to remove them before it gives up on them. */
+#define STOP_GRACE_MS 5000
+#define KILL_WAIT_MS  1000
+
+/* The command's process group while it may hold a process, for the signal handler; 0 otherwise. */
+static volatile sig_atomic_t group;
 
 struct child {
 	int fd;
@@ -39,17 +49,95 @@ static ssize_t sample(void *userdata, uint8_t *buf, size_t n)
 	return k;
 }
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Ends every process of the command's group pg: SIGTERM (with SIGCONT, so that a stopped one
+ * acts on it), STOP_GRACE_MS for them to go, then SIGKILL. It reaps what it may: the leader, and
+ * the members that their own parent's end left to us (we are their subreaper). True once the
+ * group is empty. Async-signal-safe: the stop signals' handler calls it too. */
+static bool stop_group(pid_t pg)
+{
+	int64_t deadline = now_ms() + STOP_GRACE_MS;
+	bool killed = false;
+
+	(void)kill(-pg, SIGTERM);
+	(void)kill(-pg, SIGCONT);
+	for (;;) {
+		while (waitpid(-pg, NULL, WNOHANG) > 0)
+			;
+		if (kill(-pg, 0) < 0 && errno == ESRCH)
+			return true;
+		if (now_ms() >= deadline) {
+			if (killed)
+				return false;
+			(void)kill(-pg, SIGKILL);
+			killed = true;
+			deadline = now_ms() + KILL_WAIT_MS;
+		}
+		(void)poll(NULL, 0, 20);
+	}
+}
+
+/* SIGTERM, SIGINT, SIGHUP: the command's whole group goes before we do, then we die of the
+ * signal as we would have without a handler (what systemd and a shell expect to see). */
+static void on_stop(int sig)
+{
+	static const char msg[] = "eb-source-exec: some of the command's processes survived "
+				  "SIGKILL; leaving them\n";
+	pid_t pg = group;
+
+	if (pg > 0 && !stop_group(pg))
+		(void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	(void)signal(sig, SIG_DFL);
+	(void)raise(sig);
+}
+
+static const int stop_signal_list[] = {SIGTERM, SIGINT, SIGHUP};
+
+static void stop_signals(sigset_t *ret)
+{
+	sigemptyset(ret);
+	for (size_t i = 0; i < ELEMENTSOF(stop_signal_list); i++)
+		sigaddset(ret, stop_signal_list[i]);
+}
+
+/* A stop signal we were started with ignored (nohup's SIGHUP) stays ignored, for the command
+ * too; the others get on_stop(), which the command's process puts back to the default action. */
+static void handle_stop_signals(bool handle)
+{
+	struct sigaction sa = {.sa_handler = handle ? on_stop : SIG_DFL}, cur;
+
+	stop_signals(&sa.sa_mask);
+	for (size_t i = 0; i < ELEMENTSOF(stop_signal_list); i++)
+		if (sigaction(stop_signal_list[i], NULL, &cur) == 0 && cur.sa_handler != SIG_IGN)
+			(void)sigaction(stop_signal_list[i], &sa, NULL);
+}
+
+/* Starts the command in a process group of its own, whose id is its pid: a shell pipeline's
+ * members, or whatever else it starts, are stopped with it (stop_group()), not left behind. */
 static int spawn(char **argv, struct child *ret)
 {
+	pid_t parent = getpid(), pid;
+	sigset_t stop, old;
 	int p[2];
-	pid_t pid;
 
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return negative_errno();
+	/* No stop signal between the fork and group's being set: the handler must know the group
+	 * of any command that runs. */
+	stop_signals(&stop);
+	(void)sigprocmask(SIG_BLOCK, &stop, &old);
 	pid = fork();
 	if (pid < 0) {
 		int r = negative_errno();
 
+		(void)sigprocmask(SIG_SETMASK, &old, NULL);
 		safe_close(p[0]);
 		safe_close(p[1]);
 		return r;
@@ -57,10 +145,16 @@ static int spawn(char **argv, struct child *ret)
 	if (pid == 0) {
 		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
-		/* The program goes when we go, even when we are killed: it must not go on
-		 * writing noise into a pipe nobody reads. */
+		(void)setpgid(0, 0);
+		handle_stop_signals(false);
+		/* Ignored here for the broker's socket, not for the command: a pipeline's member
+		 * whose reader went ends as it would anywhere else. */
+		(void)signal(SIGPIPE, SIG_DFL);
+		(void)sigprocmask(SIG_SETMASK, &old, NULL);
+		/* The program goes when we go, even when we are killed (SIGKILL leaves us no time
+		 * to stop its group): it must not go on writing noise into a pipe nobody reads. */
 		(void)prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (getppid() == 1)
+		if (getppid() != parent)
 			_exit(127);
 		if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(p[1], STDOUT_FILENO) < 0)
 			_exit(127);
@@ -68,34 +162,54 @@ static int spawn(char **argv, struct child *ret)
 		fprintf(stderr, "eb-source-exec: Failed to run %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
+	/* Both sides set the group, so that it exists before either goes on. */
+	(void)setpgid(pid, pid);
+	group = pid;
+	(void)sigprocmask(SIG_SETMASK, &old, NULL);
 	safe_close(p[1]);
 	ret->fd = p[0];
 	ret->pid = pid;
 	return 0;
 }
 
-/* Reaps the program: 0 if it exited 0, -ECHILD otherwise (logged). */
+/* Reaps the program: 0 if it exited 0 or was stopped (kill_it), -ECHILD otherwise (logged).
+ * Whatever it leaves in its group is stopped either way: its end is the end of all it started. */
 static int reap(struct child *ch, bool kill_it)
 {
-	int status;
+	sigset_t stop, old;
+	int status, r = 0;
 
 	if (ch->pid <= 0)
 		return 0;
-	if (kill_it)
-		(void)kill(ch->pid, SIGTERM);
-	while (waitpid(ch->pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return log_error_errno(errno, "Failed to wait for %s: %m", ch->name);
+	if (!kill_it) {
+		/* Unbounded, with the stop signals open: a command that closed its output but
+		 * goes on is waited for, and SIGTERM still ends it. */
+		while (waitpid(ch->pid, &status, 0) < 0)
+			if (errno != EINTR) {
+				r = log_error_errno(errno, "Failed to wait for %s: %m", ch->name);
+				break;
+			}
+		if (r == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+			if (WIFEXITED(status))
+				log_error("%s exited with status %d", ch->name,
+				          WEXITSTATUS(status));
+			else
+				log_error("%s was killed by signal %s", ch->name,
+				          strsignal(WTERMSIG(status)));
+			r = -ECHILD;
+		}
+	}
+	/* A stop signal now waits for the group to be stopped here, then ends us. */
+	stop_signals(&stop);
+	(void)sigprocmask(SIG_BLOCK, &stop, &old);
+	if (!stop_group(ch->pid))
+		log_warning("Some processes of %s (process group %d) survived SIGKILL; leaving "
+		            "them",
+		            ch->name, (int)ch->pid);
+	group = 0;
 	ch->pid = 0;
-	if (kill_it)
-		return 0;
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		return 0;
-	if (WIFEXITED(status))
-		log_error("%s exited with status %d", ch->name, WEXITSTATUS(status));
-	else
-		log_error("%s was killed by signal %s", ch->name, strsignal(WTERMSIG(status)));
-	return -ECHILD;
+	(void)sigprocmask(SIG_SETMASK, &old, NULL);
+	return r;
 }
 
 static void help(void)
@@ -104,7 +218,9 @@ static void help(void)
 	    "Usage: eb-source-exec [OPTIONS] -- COMMAND [ARGUMENT...]\n\n"
 	    "Runs COMMAND and donates its standard output to a broker. Each byte is one 8-bit\n"
 	    "sample; the health tests run on them when an entropy is claimed. It exits when the\n"
-	    "command's output ends: 0 if the command exited 0, 1 otherwise.\n\n"
+	    "command's output ends: 0 if the command exited 0, 1 otherwise. Its end, or a\n"
+	    "SIGTERM, SIGINT or SIGHUP, stops every process of the command's process group:\n"
+	    "SIGTERM, and SIGKILL 5 s later.\n\n"
 	    "      --min-entropy H         min-entropy to claim per byte, 0-8, up to three\n"
 	    "                              decimals (default 0: mixed in, not credited)\n"
 	    "      --credit-per-byte H     the same\n"
@@ -158,6 +274,10 @@ int main(int argc, char *argv[])
 		return 2;
 	/* A SIGPIPE from a lost broker connection is an error to handle, not a death. */
 	(void)signal(SIGPIPE, SIG_IGN);
+	/* The command's members orphaned by its own processes' ends come to us, so that
+	 * stop_group() reaps them and knows when the group is gone. */
+	(void)prctl(PR_SET_CHILD_SUBREAPER, 1);
+	handle_stop_signals(true);
 	r = spawn(argv + optind, &ch);
 	if (r < 0) {
 		log_error_errno(r, "Failed to start %s: %m", ch.name);
