@@ -132,34 +132,36 @@ def no_grace(tmp, j):
 
 
 def with_grace(tmp, j):
-    w = Watcher(tmp, j, 3)
+    # 8 s: longer than this test may take, on a loaded machine, to answer the jump's line with
+    # the fork line it writes.
+    w = Watcher(tmp, j, 8)
     try:
         w.samples(2, "at start")
         # The jump first, then the kernel's line within the grace: the line's reseed alone.
         w.set_rtc(RTC0 + 100)
         wait_for("the jump waits for the kernel's line",
-                 lambda: w.count("waiting up to 3 s") >= 1, timeout=10)
+                 lambda: w.count("waiting up to 8 s") >= 1, timeout=10)
         w.fork_line()
         wait_for("the fork line starts eb-seed-reseed.service", lambda: w.calls() >= 1,
                  timeout=10)
-        w.samples(5, "past the grace")
+        w.samples(10, "past the grace")
         check(w.calls() == 1, f"a jump and its fork line, one reseed: {w.calls()}")
         # The line and the jump at once (the sample may come either side of the line).
         w.set_rtc(RTC0 + 300)
         w.fork_line()
         wait_for("the second fork line starts eb-seed-reseed.service", lambda: w.calls() >= 2,
                  timeout=10)
-        w.samples(5, "past the second grace")
+        w.samples(10, "past the second grace")
         check(w.calls() == 2, f"a fork line with its jump, one reseed: {w.calls()}")
         # A jump and no line (a loadvm that keeps the generation ID): the clock's reseed once
         # the grace runs out.
         w.set_rtc(RTC0 + 600)
         t0 = time.monotonic()
         wait_for("a jump with no fork line starts eb-seed-reseed.service after the grace",
-                 lambda: w.calls() >= 3, timeout=15)
+                 lambda: w.calls() >= 3, timeout=25)
         waited = time.monotonic() - t0
-        print(f"# the clock's reseed {waited:.1f} s after the jump (grace 3 s, samples every 1 s)")
-        check(waited >= 2.5, f"it waited for the grace first ({waited:.1f} s)")
+        print(f"# the clock's reseed {waited:.1f} s after the jump (grace 8 s, samples every 1 s)")
+        check(waited >= 7.5, f"it waited for the grace first ({waited:.1f} s)")
         w.samples(3, "after the clock's reseed")
         check(w.calls() == 3, f"one reseed for the lone jump: {w.calls()}")
         if j:
