@@ -265,8 +265,8 @@ static void clock_start(struct watch *w)
 	}
 	w->clock = true;
 	clock_jump_init(&w->jump, (int64_t)w->o->grace_s * 1000000000);
-	(void)rtc_sample(w, &rtc_s, &b0, &b1);
-	(void)clock_jump_sample(&w->jump, rtc_s, b0, b1, &jump_ms);
+	if (rtc_sample(w, &rtc_s, &b0, &b1))
+		(void)clock_jump_sample(&w->jump, rtc_s, b0, b1, &jump_ms);
 	w->next_sample_ns = b1 + (int64_t)w->o->interval_s * 1000000000;
 }
 
