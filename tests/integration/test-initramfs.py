@@ -13,7 +13,9 @@ namespace, with an empty module tree for a made-up kernel version, so nothing of
 - the init-premount script, run in that chroot with a made-up /sys/firmware, finds the key in an
   SMBIOS type 11 string (as QEMU's -smbios type=11 hands it over), says so on /dev/kmsg, gives up
   on an absent host within its bound, and leaves no copy of the key behind;
-- with EB_INITRAMFS unset, the hook adds nothing."""
+- with EB_INITRAMFS unset, the hook adds nothing.
+
+The VM suite's boot-virtio (boots e and f) boots such an image made by the guest's own mkinitramfs."""
 import os
 import re
 import shutil

@@ -12,6 +12,11 @@
 #      docs/vm-seeding.md advises) and its user as an SMBIOS one;
 #   d  as c with the host side absent (nothing listens behind the chardev), key and user as SMBIOS
 #      credentials.
+#   e  the seeder in a real initramfs-tools image: the guest's own mkinitramfs (chrooted into the
+#      image with the project installed and EB_INITRAMFS=yes) runs the package's hook; c's port, host
+#      broker and fw_cfg key, which the init-premount script reads itself (no systemd in the
+#      initramfs to import it);
+#   f  e's image with the host side absent.
 # It fails unless b and c initialise the CRNG earlier than a, c's seeder logs that it credited
 # the kernel before it was initialised (which it can only do with the key fw_cfg brought), and in
 # d boot goes on before the seeder gives up (it says READY=1 at its --ready-timeout=2 and goes on in
@@ -27,6 +32,11 @@
 # --ready-timeout (c: init comes before it starts, or soon after, if the seeder's start-up under
 # TCG outlasted the bound); from PID 1's start, c beat a by only 1.1 s in an unloaded run, a margin
 # that the boot's own jitter could eat.
+# e must credit the kernel before "crng init done" and before switch_root (systemd's first line in
+# the same boot's kernel log), the key by fw_cfg, with its CRNG initialised no later after PID 1's
+# start than b's, and eb-seed-virtio.service must skip itself (ConditionPathExists=! on the
+# script's /run/entropy-broker/initramfs); in f boot may wait for the seeder no longer than in d
+# (plus D_SLACK) and than its stated bound, EB_TIMEOUT (2) + 5 s, and the unit must skip too.
 # order: 82
 # vm: own
 set -euo pipefail
@@ -38,6 +48,7 @@ need_program eb-sink-kernel "issue 'Sinks' (kernel sink) not landed"
 need_program eb-sink-egd "issue 'Sinks' (EGD sink) not landed"
 need_program eb-source-file "issue 'core slice' (eb-source-file) not landed"
 need lib/systemd/system/eb-seed-virtio.service -- "issue 10 (virtio-serial seeder) not landed"
+need usr/share/initramfs-tools/hooks/entropy-broker -- "issue 28 (seeding from the initramfs) not landed"
 checks_done
 
 d=$EB_VM_SCENARIO_DIR
@@ -219,7 +230,87 @@ took=$(sed -n 's/^\[ *\([0-9.]*\)\].*/\1/p' <<<"$log" | sed -n '1p;$p' | paste -
 awk -v t="$took" 'BEGIN { exit !(t <= 15.5) }' || fail "d: the seeder took $took s to give up, more than its 15 s bound"
 table+=("$(row d 'c with the host side absent' "${td:-?} s" "$rd s" "READY=1 after $held s; gave up after $took s: ${line#*eb-sink-kernel*: }")")
 
+# kmsg_time PATTERN: the kernel-clock time of the first dmesg line matching PATTERN (ERE).
+kmsg_time() {
+	guest "dmesg | grep -m1 -E '$1' || true" | sed -n 's/^\[ *\([0-9.]*\)\].*/\1/p'
+}
+
+step "e: the seeder in an initramfs-tools image (EB_INITRAMFS=yes), made by the guest's own mkinitramfs"
+# The image's root file system with the project installed, and the administrator's one line; the
+# modules the initramfs needs listed (MODULES=list: "dep" would look at this host's hardware).
+img=$(dirname "$EB_VM_KERNEL")
+kver=$(cat "$img/kernel-version")
+it=$d/initramfs
+mkdir -p "$it/upper/etc/entropy-broker" "$it/upper/etc/initramfs-tools/conf.d" "$it/work" "$it/merged"
+printf 'EB_INITRAMFS=yes\n' >"$it/upper/etc/entropy-broker/initramfs.conf"
+printf 'MODULES=list\n' >"$it/upper/etc/initramfs-tools/conf.d/eb-vm"
+printf '%s\n' virtio_pci virtio_blk crc32c_generic ext4 >"$it/upper/etc/initramfs-tools/modules"
+t0=$(date +%s.%N)
+unshare --mount sh -euc '
+	mount --make-rprivate /
+	mount -t overlay overlay -o "lowerdir=$1:$2,upperdir=$3/upper,workdir=$3/work" "$3/merged" ||
+		{ cp -a "$2/." "$1/." "$3/upper/." "$3/merged/"; }
+	mount -t proc proc "$3/merged/proc"
+	mount -t sysfs sysfs "$3/merged/sys"
+	mount --bind /dev "$3/merged/dev"
+	chroot "$3/merged" mkinitramfs -o /eb-initrd.img "$4"
+	cp "$3/merged/eb-initrd.img" "$5"
+' sh "$EB_VM_DESTDIR" "$img/rootfs" "$it" "$kver" "$d/initrd-e.img" >"$it/mkinitramfs.log" 2>&1 ||
+	fail "e: mkinitramfs failed: $(tail -n 3 "$it/mkinitramfs.log" | tr '\n' ' ')"
+tmk=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+cat "$it/mkinitramfs.log"
+echo "mkinitramfs took $tmk s; $(du -h "$d/initrd-e.img" | cut -f1)"
+EB_VM_INITRD=$d/initrd-e.img own_vm "$d/e" --cpu "$cpu" -- -chardev "socket,id=seed,path=$d/host/virtio.sock,reconnect=1" \
+	-device "virtserialport,chardev=seed,name=$port" "${fwcfg[@]}"
+diag 'dmesg | grep -E "eb-|crng|systemd 2"; systemctl status --no-pager eb-seed-virtio.service'
+guest 'dmesg | grep -E "eb-seed-initramfs|eb-sink-kernel|crng init|systemd\[1\]: systemd 2"'
+te=$(crng_time)
+[[ -n $te ]] || fail "e: no 'crng init done' in dmesg"
+re=$(since_pid1 "$te")
+e_start=$(kmsg_time 'eb-seed-initramfs: Seeding from')
+e_credit=$(kmsg_time 'eb-sink-kernel: Credited [0-9]+ bits from virtio:')
+e_pid1=$(kmsg_time 'systemd\[1\]: systemd [0-9]+.* running in system mode')
+line=$(guest "dmesg | grep -m1 -E 'eb-sink-kernel: Credited [0-9]+ bits from virtio:'") ||
+	fail "e: the initramfs's seeder logged no 'Credited N bits from virtio:...' in the kernel's log"
+grep -q 'key by fw_cfg' <<<"$(guest "dmesg | grep -m1 'eb-seed-initramfs: Seeding from'")" ||
+	fail "e: the initramfs's script did not take the key from fw_cfg"
+grep -q 'was not initialised before them and is now' <<<"$line" ||
+	fail "e: the initramfs's seeder did not credit the kernel before it was initialised: $line"
+[[ -n $e_start && -n $e_credit && -n $e_pid1 ]] ||
+	fail "e: missing from dmesg: the script's start (${e_start:-?}), the credit (${e_credit:-?}) or systemd's first line after switch_root (${e_pid1:-?})"
+# The credit initialised the CRNG inside the ioctl: "crng init done" comes between the script's
+# start and the seeder's line, and both before systemd's first line, which follows switch_root.
+awk -v s="$e_start" -v c="$te" -v l="$e_credit" -v p="$e_pid1" 'BEGIN { exit !(s <= c && c <= l && l < p) }' ||
+	fail "e: not in order: script start $e_start, crng init done $te, credited line $e_credit, systemd after switch_root $e_pid1"
+[[ $(guest 'cat /run/entropy-broker/initramfs') == credited ]] ||
+	fail "e: /run/entropy-broker/initramfs does not say credited"
+[[ $(guest 'systemctl show -P ConditionResult eb-seed-virtio.service') == no ]] ||
+	fail "e: eb-seed-virtio.service did not skip itself after the initramfs's seed"
+table+=("$(row e 'the initramfs (fw_cfg key)' "$te s" "$re s" "${line#*eb-sink-kernel: } (script start $e_start s, switch_root before $e_pid1 s)")")
+vm_stop "$d/e"
+_EB_DIAG=()
+
+step "f: e's initramfs with nothing behind the host side of the port"
+EB_VM_INITRD=$d/initrd-e.img own_vm "$d/f" --cpu "$cpu" -- -chardev "socket,id=seed,path=$d/nobody.sock,reconnect=1" \
+	-device "virtserialport,chardev=seed,name=$port" "${fwcfg[@]}"
+diag 'dmesg | grep -E "eb-|crng|systemd 2"'
+guest 'dmesg | grep -E "eb-seed-initramfs|eb-sink-kernel|crng init|systemd\[1\]: systemd 2"'
+tf=$(crng_time)
+rf=$(since_pid1 "${tf:-0}")
+f_start=$(kmsg_time 'eb-seed-initramfs: Seeding from')
+f_end=$(kmsg_time 'eb-seed-initramfs: Not seeded')
+[[ -n $f_start && -n $f_end ]] ||
+	fail "f: the initramfs's script did not log its start (${f_start:-?}) and that it did not seed (${f_end:-?})"
+fheld=$(awk -v a="$f_start" -v b="$f_end" 'BEGIN { printf "%.1f", b - a }')
+[[ $(guest 'cat /run/entropy-broker/initramfs') == failed* ]] ||
+	fail "f: /run/entropy-broker/initramfs does not say failed"
+[[ $(guest 'systemctl show -P ConditionResult eb-seed-virtio.service') == no ]] ||
+	fail "f: eb-seed-virtio.service ran again after the initramfs's try: boot would wait twice"
+table+=("$(row f 'e with the host side absent' "${tf:-?} s" "$rf s" "boot waited $fheld s: $(guest "dmesg | grep -m1 'eb-sink-kernel: .*giving up' | sed 's/^\[[^]]*\] //'")")")
+vm_stop "$d/f"
+
 report "${table[@]}" "crng init from systemd-random-seed.service's start: a $sa s, c $sc s" \
+	"initramfs (e, f): mkinitramfs $tmk s; boot waited for the absent host $fheld s in f (eb-sink-kernel(8): EB_TIMEOUT=2 s after start-up, 7 s at most), $held s in d" \
 	"crng init from modprobe@virtio_console.service's first start: a $ma s, d $md s (d may be $margin s later: its start $(awk -v m="$margin" -v s="$D_SLACK" 'BEGIN { printf "%.1f", m - 2 - s }') s, its bound 2 s, slack $D_SLACK s); boot waited $held s for the seeder"
 [[ -n $td ]] || fail "d: no 'crng init done' in dmesg"
 earlier "$md" "$(awk -v a="$ma" -v m="$margin" 'BEGIN { print a + m }')" ||
@@ -227,3 +318,9 @@ earlier "$md" "$(awk -v a="$ma" -v m="$margin" 'BEGIN { print a + m }')" ||
 earlier "$rb" "$ra" || fail "b: crng init done $rb s after PID 1 started, not earlier than $ra s without seeding"
 earlier "$sc" "$sa" ||
 	fail "c: crng init done $sc s from systemd-random-seed.service's start, not earlier than a's $sa s"
+earlier "$re" "$(awk -v b="$rb" 'BEGIN { print b + 0.005 }')" ||
+	fail "e: crng init done $re s after PID 1 started, later than b's $rb s"
+awk -v f="$fheld" 'BEGIN { exit !(f <= 7) }' ||
+	fail "f: boot waited $fheld s for the initramfs's seeder, more than its stated bound of 7 s"
+earlier "$fheld" "$(awk -v h="$held" -v s="$D_SLACK" 'BEGIN { print h + s }')" ||
+	fail "f: boot waited $fheld s for the initramfs's seeder with the host absent, more than d's $held s (+ $D_SLACK s)"
