@@ -20,11 +20,12 @@
 # It fails unless b and c initialise the CRNG earlier than a, c's seeder logs that it credited
 # the kernel before it was initialised (which it can only do with the key fw_cfg brought), and in
 # d boot goes on before the seeder gives up (it says READY=1 at its --ready-timeout=2 and goes on in
-# the background), the CRNG initialises no later than in a plus the seeder's start (systemd's set-up
-# to its first line), its 2 s and D_SLACK (1 s), counted from the start of
-# modprobe@virtio_console.service (which the seeder's unit pulls
-# in and starts after, in a as in d: what comes before it in boot is load, not seeding), and the
-# seeder gives up in one line within its 15 s. "Earlier" is counted from a milestone of the same
+# the background), boot waits for it (systemd's "Starting" to "Started" of its unit, in the same
+# boot) no longer than its start (systemd's set-up to its first line), its 2 s and D_SLACK (1 s),
+# and the seeder gives up in one line within its 15 s. d's CRNG time against a's, counted from
+# the start of modprobe@virtio_console.service, is printed, not checked: two boots of a TCG guest
+# on a loaded 2-core host differ by seconds (a's alone came 2.6 to 8.8 s after it in six runs),
+# so a check across boots failed with nothing changed, while the wait is measured in one boot. "Earlier" is counted from a milestone of the same
 # boot, not on the kernel's clock: the kernel and initramfs before PID 1 took 3.6 to 25 s in runs
 # on a loaded 2-core host, which has nothing to do with seeding. For b it is PID 1's start. For c
 # it is the start of systemd-random-seed.service, which waits for the CRNG when nothing seeded it
@@ -313,8 +314,8 @@ report "${table[@]}" "crng init from systemd-random-seed.service's start: a $sa 
 	"initramfs (e, f): mkinitramfs $tmk s; boot waited for the absent host $fheld s in f (eb-sink-kernel(8): EB_TIMEOUT=2 s after start-up, 7 s at most), $held s in d" \
 	"crng init from modprobe@virtio_console.service's first start: a $ma s, d $md s (d may be $margin s later: its start $(awk -v m="$margin" -v s="$D_SLACK" 'BEGIN { printf "%.1f", m - 2 - s }') s, its bound 2 s, slack $D_SLACK s); boot waited $held s for the seeder"
 [[ -n $td ]] || fail "d: no 'crng init done' in dmesg"
-earlier "$md" "$(awk -v a="$ma" -v m="$margin" 'BEGIN { print a + m }')" ||
-	fail "d: crng init done $md s after modprobe@virtio_console started, later than a's $ma s plus $margin s (the seeder's start, its bound, $D_SLACK s): the absent host slowed boot"
+earlier "$held" "$margin" ||
+	fail "d: boot waited $held s for the seeder (systemd's Starting to Started), more than its start-up, its 2 s bound and $D_SLACK s ($margin s): the absent host slowed boot"
 earlier "$rb" "$ra" || fail "b: crng init done $rb s after PID 1 started, not earlier than $ra s without seeding"
 earlier "$sc" "$sa" ||
 	fail "c: crng init done $sc s from systemd-random-seed.service's start, not earlier than a's $sa s"
