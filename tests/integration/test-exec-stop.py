@@ -8,7 +8,9 @@ eb-source-exec one way, and checks that none of them is left:
   traps it says so), not SIGKILL alone;
 - a member that ignores SIGTERM: SIGKILL 5 s later (the bound here is 3 x that);
 - --samples ends the run while the pipeline's other member still runs;
-- the command's shell exits by itself while a background job of its own goes on.
+- the command's shell exits by itself while a background job of its own goes on;
+- SIGKILL to eb-source-exec: its keeper, warned by PR_SET_PDEATHSIG, stops them all the same, and
+  goes too.
 eb-source-exec runs with no broker (a --dump-raw capture), its standard error in a file: a
 survivor holding a pipe there would hang a reader, which is how this was found."""
 import os
@@ -147,6 +149,20 @@ def test():
         rc = c.p.wait(timeout=3 * GRACE + 30)
         check(rc == 0, f"a command that exits 0: eb-source-exec exits 0 ({rc}; {c.log()!r})")
         c.none_left("the command's own end", 3 * GRACE)
+
+        # 5. SIGKILL: no handler of ours runs; the keeper (our one child) stops the group.
+        c = Case(tmp, "sigkill-source",
+                 '"$M" sleep 600 | "$M" cat & "$P" & "$M" "$A" 5 od -v -An -tx1 /dev/urandom; wait',
+                 5)
+        cases.append(c)
+        c.started()
+        with open(f"/proc/{c.p.pid}/task/{c.p.pid}/children") as f:
+            kids = [int(w) for w in f.read().split()]
+        c.p.kill()
+        c.p.wait(timeout=3 * GRACE)
+        c.none_left("SIGKILL to eb-source-exec", 3 * GRACE)
+        wait_for(f"SIGKILL to eb-source-exec: its own children go too ({kids})",
+                 lambda: not any(alive(k) for k in kids), timeout=3 * GRACE)
     finally:
         for c in cases:
             c.cleanup()
