@@ -12,11 +12,12 @@
 # ("Unknown savevm section"), so a second guest, booted beside the first without the device and
 # with a key of its own, is saved too, and a third copy started from its state: there the kernel
 # logs no fork, and the watcher's clock trigger (the RTC ahead of the guest's clock) starts the
-# reseed within its bound; the times from `cont` to its line and to the reseed are printed.
+# reseed within its bound; the times from `cont` to its line and to the reseed are printed. That
+# copy is then paused by the host for 6 s and reseeds once more.
 # order: 86
 # vm: own
 set -euo pipefail
-# shellcheck source=../lib/scenario.sh
+# shellcheck source=../lib/scenario.sh disable=SC2153 # EB_VM_LIB is tests/vm/run's
 source "$EB_VM_LIB/scenario.sh"
 
 need usr/sbin/eb-brokerd -- "issue 'core slice' not landed"
@@ -171,7 +172,24 @@ copy() {
 		report "$name: reseeded ${t1} s after cont; generation $gen; broker lines for $user: $n0 -> $(draws "$user"); the fork line answered the RTC's jump of ${jump:-?} s; getrandom ${rnd:0:16}..."
 	fi
 	printf '%s\n' "$rnd" >"$d/$name.rnd"
+	[[ $user == vm2 ]] && pause "$name" "$user" "$((n0 + 1))"
 	vm_stop "$d/$name"
+}
+
+# pause NAME USER DRAWS: the host stops the running copy for 6 s (QEMU's stop, then cont in the
+# same process, as a loadvm resumes): the guest's clocks stood still while the RTC did not, so the
+# clock trigger reseeds once more, with one draw.
+pause() {
+	local gen
+	vm_mon stop >/dev/null || fail "$1: stop"
+	sleep 6
+	vm_mon cont >/dev/null || fail "$1: cont after the pause"
+	wait_guest 60 '[[ $(cat /run/entropy-broker/generation) == 2 ]]' >/dev/null ||
+		fail "$1: no reseed within 60 s of a 6 s pause (generation $(guest 'cat /run/entropy-broker/generation'))"
+	gen=$(guest 'journalctl -o cat -t eb-sink-kernel MESSAGE_ID=efe5014b814841a2b427a9e0ecb8200a | wc -l')
+	[[ $gen == 2 ]] || fail "$1: $gen lines of the clock trigger after the pause, not 2"
+	(($(draws "$2") == $3 + 1)) || fail "$1: the host broker saw $(($(draws "$2") - $3)) sessions of $2 for the pause, not one"
+	report "$1: paused 6 s by the host: reseeded again (generation 2), one session more"
 }
 
 step "copy a"
