@@ -13,7 +13,8 @@ namespace, with an empty module tree for a made-up kernel version, so nothing of
 - the init-premount script, run in that chroot with a made-up /sys/firmware, finds the key in an
   SMBIOS type 11 string (as QEMU's -smbios type=11 hands it over), says so on /dev/kmsg, gives up
   on an absent host within its bound, and leaves no copy of the key behind;
-- with EB_INITRAMFS unset, the hook adds nothing.
+- with EB_INITRAMFS unset, the hook adds nothing, and the script, which every image carries, ends
+  at once without a word.
 
 The VM suite's boot-virtio (boots e and f) boots such an image made by the guest's own mkinitramfs."""
 import os
@@ -111,6 +112,7 @@ def run_script(root, firmware):
     from firmware ({relative path: (bytes, mode)}) and /dev/kmsg a file; returns (exit status,
     the kmsg lines, seconds)."""
     fw = os.path.join(root, "fw")
+    os.makedirs(fw, exist_ok=True)
     for rel, (data, mode) in firmware.items():
         path = os.path.join(fw, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -239,6 +241,11 @@ def test():
         check(not os.path.exists(os.path.join(root, binary.lstrip("/"))) and
               not os.path.exists(os.path.join(root, "conf", "entropy-broker.conf")),
               "with EB_INITRAMFS=no the image carries no eb-sink-kernel and no configuration")
+        # The init-premount script is in every image (mkinitramfs copies every script); where the
+        # hook added nothing it ends at once, silently, without the configuration it would read.
+        rc, lines, took = run_script(root, {})
+        check(rc == 0 and not lines,
+              f"with EB_INITRAMFS=no the script exits 0 and says nothing (got {rc}, {lines})")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
