@@ -10,7 +10,7 @@ import socket
 import subprocess
 import time
 
-from eblib import reserve_port
+from eblib import reserve_port, tcp_listening
 
 EB_PROGRAMS = ("entropy_broker", "eb_server_linux_kernel", "eb_client_egd")
 
@@ -52,7 +52,13 @@ class OldBroker:
     def start(self):
         auth = os.path.join(self.tmp, "auth.txt")
         self.spawn("entropy_broker", "-c", self.conf, "-n", "-L", "0")
-        time.sleep(0.5)
+        # Its peers connect once at start: they come when it listens, not after a guess.
+        deadline = time.monotonic() + 10
+        while not tcp_listening(self.port):
+            if time.monotonic() >= deadline or self.procs[0].poll() is not None:
+                raise RuntimeError("Entropy Broker 2.9's broker did not listen on port "
+                                   f"{self.port} within 10 s (exit {self.procs[0].poll()})")
+            time.sleep(0.05)
         peer = f"127.0.0.1:{self.port}"
         self.spawn("eb_server_linux_kernel", "-I", peer, "-X", auth, "-n", "-L", "0")
         self.spawn("eb_client_egd", "-I", peer, "-X", auth, "-d", self.sock, "-n", "-L", "0")
