@@ -119,6 +119,14 @@ struct broker {
 	/* Every session and every count of them: written by registry.c alone. */
 	struct registry registry;
 	struct eb_list proxied; /* of proxied.node: waiting for a PROXY header (proxied.c) */
+	/* session-poll.c's: every session's socket in one epoll set, watched by poll_src; the
+	 * sessions to pump again soon (comeback, run by comeback_src); and those freed while a
+	 * batch of either ran (in_batch), whose memory waits for its end. */
+	int poll_fd;
+	sd_event_source *poll_src, *comeback_src;
+	struct eb_list comeback, graveyard;
+	unsigned n_comeback;
+	bool in_batch;
 	unsigned n_proxied;
 	struct eb_ratelimit peer_log[_PEER_LOG_MAX];
 

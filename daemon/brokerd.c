@@ -211,6 +211,7 @@ static int broker_init(struct broker *b, struct eb_conf *conf, const char *confi
 	b->zone = b->zone_logged = _POOL_ZONE_INVALID;
 	b->agent_word = _AGENT_WORD_INVALID;
 	b->chain_refused_user = -1;
+	b->poll_fd = -EBADF;
 	b->actions = EB_RATELIMIT_INIT(ADMIN_ACTIONS_INTERVAL_USEC, ADMIN_ACTIONS_BURST);
 	b->config_loaded_ms = eb_wall_ms();
 	for (int k = 0; k < _PEER_LOG_MAX; k++)
@@ -368,6 +369,9 @@ int brokerd_new(struct eb_conf *conf, const char *config_path, struct broker **r
 	r = event_new(b);
 	if (r < 0)
 		return r;
+	r = session_poll_new(b);
+	if (r < 0)
+		return log_error_errno(r, "Failed to set up the sessions' epoll set: %m");
 	r = timers_new(b);
 	if (r >= 0)
 		r = admin_history_start(b);
@@ -399,6 +403,7 @@ struct broker *brokerd_free(struct broker *b)
 	proxied_free_all(b);
 	/* After the sessions: a handshake still on a worker is freed as the workers stop. */
 	b->workers = workers_free(b->workers);
+	session_poll_free(b);
 	listen_close(b);
 	sd_event_source_disable_unref(b->run_source);
 	sd_event_source_disable_unref(b->queue_timer);

@@ -1,18 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* What session.c, session-io.c, session-auth.c, session-dispatch.c and session-clones.c share;
- * nothing outside a session uses it.
+/* What session.c, session-io.c, session-auth.c, session-dispatch.c, session-clones.c and
+ * session-poll.c share; nothing outside a session uses it.
  *
  * The settle rule. A session's socket is edge-triggered (EPOLLET): epoll says it is ready once,
- * when it becomes so, and a session whose io events, defer source and frame timer were not
+ * when it becomes so, and a session whose io events, come-back and frame timer were not
  * brought up to date after a change waits for an edge that never comes. So every entry point of
  * the module leaves each session it changed in one of these ends:
  *   session_settle()             its events, buffers, come-back and frame timer brought to rest;
  *   session_pump()               which ends in one of the others;
  *   session_free()               gone;
- *   session_come_back()          its defer source armed: the pump runs in the next iteration;
+ *   session_come_back()          on the come-back list: the pump runs in the next iteration;
  *   session_offload_handshake()  a worker has it, and handshake_done() pumps or settles it.
- * The entry points: on_io(), on_defer(), on_timer() and on_frame_timer() (sd-event),
- * handshake_done() (a worker's step back on the loop), session_new() and session_new_proxied()
+ * The entry points: on_poll() and on_comeback() (session-poll.c), on_timer() and
+ * on_frame_timer() (sd-event), handshake_done() (a worker's step back on the loop),
+ * session_new() and session_new_proxied()
  * (accept), answer_get() and session_tell_asleep() (the broker's run source, through a GET's
  * answer pointer and hooks.set_asleep), session_rebind() (a reload) and session_disconnect() (an
  * admin). One that changed nothing may return as it is (on_timer() for a READY session does);
@@ -78,8 +79,9 @@ static inline void session_unmark(struct session *s)
 void session_set_state(struct session *s, enum session_state state);
 /* A last ERROR, then CLOSING: a waiting GET is withdrawn, the pump flushes and lingers. */
 void session_refuse(struct session *s, enum eb_error_code code, const char *text);
-/* The pump runs for s in the next loop iteration (its defer source): how a change made outside
- * s's own turn ends (answer_get(), session_tell_asleep()). */
+/* The pump runs for s in the next loop iteration (the come-back list, session-poll.c): how a
+ * change made outside s's own turn ends (answer_get(), session_tell_asleep()), and how the pump
+ * comes back for bytes TLS or rbuf already hold. */
 void session_come_back(struct session *s);
 /* Hands the handshake's next step to a worker (broker->workers); the session is the worker's
  * until the step comes back, and then pumped or settled. */
@@ -91,10 +93,25 @@ bool session_has_room(const struct session *s, size_t bytes);
 int session_send(struct session *s, const struct eb_msg *m);
 void session_send_retry(struct session *s, enum eb_msg_type type, uint32_t ms);
 /* After every step, the session brought to rest: the io events its state asks for, buffers
- * emptied given back, a come-back (the defer source) for bytes TLS or the read buffer already
+ * emptied given back, a come-back (the come-back list) for bytes TLS or the read buffer already
  * hold, and the frame timer. Not while a worker holds the session. */
 void session_settle(struct session *s);
 void session_pump(struct session *s);
+
+/* session-poll.c: the broker's one epoll set of the sessions' sockets and its come-back list. */
+/* The socket joins the set watching events (EPOLLET and the rest), and leaves it: before its fd
+ * closes, and off the come-back list too. */
+int session_poll_add(struct session *s, uint32_t events);
+void session_poll_remove(struct session *s);
+/* What the socket is watched for, when it changed. */
+void session_poll_set(struct session *s, uint32_t events);
+/* Takes session_come_back() back (declared above; session-poll.c's too). */
+void session_stay(struct session *s);
+/* A session's memory, freed during a batch, is kept until its end (true: it is on the
+ * graveyard, marked dead); false: free it now. */
+bool session_poll_bury(struct session *s);
+/* session.c: the socket is ready. */
+void session_on_io(struct session *s);
 
 /* session-auth.c: who the peer is, and the limits it meets. */
 /* Names the peer in s->peer, and its address for the per-address limits in *ret_addr (family 0

@@ -137,17 +137,15 @@ void session_settle(struct session *s)
 		if (s->wend > s->wstart || eb_conn_wants_write(s->conn))
 			events |= EPOLLOUT;
 	}
-	/* Edge-triggered: sd-event dispatches one source per loop iteration, and a level-triggered
-	 * socket that waits its turn is reported by every epoll_wait() until then, which with a
-	 * thousand connections ready at once (a boot storm) was most of the loop's time. The pump
-	 * reads and writes until the socket says EAGAIN, or comes back from the defer source. */
-	/* Only when they change: sd-event makes an epoll_ctl() of every call with EPOLLET, and a
-	 * boot storm's seed set the same events four times. Nothing is lost by not re-arming:
-	 * the pump reads until EAGAIN or comes back from the defer source, and new bytes raise a
-	 * new edge. */
+	/* Edge-triggered: a level-triggered socket that waits its turn is reported by every
+	 * epoll_wait() until then, which with a thousand connections ready at once (a boot storm)
+	 * was most of the loop's time when sd-event dispatched one socket per iteration. The pump
+	 * reads and writes until the socket says EAGAIN, or comes back (the come-back list).
+	 * The events are set only when they change (session_poll_set()): a boot storm's seed set
+	 * the same ones four times. Nothing is lost by not re-arming: the pump reads until EAGAIN
+	 * or comes back, and new bytes raise a new edge. */
 	events |= EPOLLET;
-	if (events != s->io_events && sd_event_source_set_io_events(s->io, events) >= 0)
-		s->io_events = events;
+	session_poll_set(s, events);
 	release_empty_buffers(s);
 
 	/* Bytes that TLS already decrypted, or whole frames we stopped parsing for lack of
@@ -156,7 +154,7 @@ void session_settle(struct session *s)
 	                    session_has_room(s, EB_FRAME_MAX) &&
 	                    (eb_conn_pending(s->conn) || has_whole_frame(s));
 	if (readable_buffered)
-		(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+		session_come_back(s);
 	update_frame_timer(s);
 }
 
@@ -463,7 +461,7 @@ void session_pump(struct session *s)
 	 * readiness whenever the events of an EPOLLET source are set, as above; this does not
 	 * rely on that.) */
 	if (more)
-		(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+		session_come_back(s);
 	return;
 close:
 	session_free(s);

@@ -22,8 +22,6 @@
 #include "session-internal.h"
 #include "upstream.h"
 
-static int on_io(sd_event_source *src, int fd, uint32_t revents, void *userdata);
-static int on_defer(sd_event_source *src, void *userdata);
 static int on_timer(sd_event_source *src, uint64_t usec, void *userdata);
 static int on_frame_timer(sd_event_source *src, uint64_t usec, void *userdata);
 
@@ -128,12 +126,6 @@ void session_refuse(struct session *s, enum eb_error_code code, const char *text
 	session_set_state(s, SESSION_CLOSING);
 }
 
-void session_come_back(struct session *s)
-{
-	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
-	session_unmark(s);
-}
-
 void session_disconnect(struct session *s, const char *why)
 {
 	SESSION_ENTRY();
@@ -155,7 +147,8 @@ static void session_destroy(struct session *s)
 		explicit_bzero(s->wbuf + s->wstart, s->wend - s->wstart);
 	free(s->rbuf);
 	free(s->wbuf);
-	free(s);
+	if (!session_poll_bury(s))
+		free(s);
 }
 
 void session_free(struct session *s)
@@ -172,11 +165,10 @@ void session_free(struct session *s)
 		session_set_state(s, SESSION_OUTSIDE);
 	}
 	session_unmark(s);
-	sd_event_source_disable_unref(s->io);
-	sd_event_source_disable_unref(s->defer);
+	session_poll_remove(s);
 	sd_event_source_disable_unref(s->timer);
 	sd_event_source_disable_unref(s->frame_timer);
-	s->io = s->defer = s->timer = s->frame_timer = NULL;
+	s->timer = s->frame_timer = NULL;
 	/* A step no worker has taken yet is taken back, so that a handshake ended while it
 	 * waited (timed out, made way for a new one) costs no key exchange, and its fd is closed
 	 * now, within the limits it was just counted out of. One under way is freed on return. */
@@ -228,11 +220,11 @@ static void handshake_done(struct work *w, bool cancelled)
 
 void session_offload_handshake(struct session *s)
 {
-	/* The loop does not look at the connection until the step is back: on_io() notes that
-	 * the socket spoke, handshake_done() looks then. The io source stays on, which saves
-	 * taking the socket out of epoll and putting it back (two system calls a step). */
+	/* The loop does not look at the connection until the step is back: session_on_io()
+	 * notes that the socket spoke, handshake_done() looks then. The socket stays in the
+	 * epoll set, which saves taking it out and putting it back (two system calls a step). */
 	s->io_missed = false;
-	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_OFF);
+	session_stay(s);
 	s->handshake_work.run = handshake_run;
 	s->handshake_work.done = handshake_done;
 	s->in_worker = true;
@@ -276,20 +268,16 @@ static int session_build(struct broker *b, int fd, const struct sockaddr *peer, 
 	return 0;
 }
 
-/* Its event sources: the socket, the pump's defer, the HELLO timer and the frame timer. */
+/* Its socket in the broker's epoll set, and its event sources: the HELLO timer and the frame
+ * timer. */
 static int session_add_events(struct session *s)
 {
 	struct broker *b = s->broker;
 	int r;
 
-	s->io_events = EPOLLIN | EPOLLET;
-	r = sd_event_add_io(b->event, &s->io, eb_conn_fd(s->conn), s->io_events, on_io, s);
+	r = session_poll_add(s, EPOLLIN | EPOLLET);
 	if (r < 0)
 		return r;
-	r = sd_event_add_defer(b->event, &s->defer, on_defer, s);
-	if (r < 0)
-		return r;
-	(void)sd_event_source_set_enabled(s->defer, SD_EVENT_OFF);
 	/* 10 ms, not sd-event's default 250 ms of slack: this timer also ends a GET's wait for
 	 * the pool, and docs/protocol.md promises EMPTY after about 250 ms, not up to 500. */
 	r = sd_event_add_time_relative(b->event, &s->timer, CLOCK_MONOTONIC,
@@ -439,26 +427,13 @@ int session_new_proxied(struct broker *b, int fd, const char *listener,
 	return r;
 }
 
-static int on_io(sd_event_source *src, int fd, uint32_t revents, void *userdata)
+void session_on_io(struct session *s)
 {
-	SESSION_ENTRY();
-	struct session *s = userdata;
-
-	(void)src, (void)fd, (void)revents;
 	if (s->in_worker) {
 		s->io_missed = true; /* the worker has the connection: handshake_done() looks */
-		return 0;
+		return;
 	}
 	session_pump(s);
-	return 0;
-}
-
-static int on_defer(sd_event_source *src, void *userdata)
-{
-	SESSION_ENTRY();
-	(void)src;
-	session_pump(userdata);
-	return 0;
 }
 
 static int on_timer(sd_event_source *src, uint64_t usec, void *userdata)

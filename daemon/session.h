@@ -43,15 +43,20 @@ struct session {
 	int handshake_result;
 	bool in_worker, ended;
 	/* The socket said it was ready while a worker had the connection: the loop looks again
-	 * when the step is back (the io source stays on meanwhile, and edge-triggered, it does
-	 * not say twice). */
+	 * when the step is back (the socket stays in the epoll set meanwhile, and edge-triggered,
+	 * it does not say twice). */
 	bool io_missed;
 	/* Changed since it last came to rest: the settle rule's mark (session-internal.h). */
 	bool unsettled;
 
 	struct eb_conn *conn;
-	sd_event_source *io, *defer, *timer, *frame_timer;
-	uint32_t io_events;   /* what s->io was last set to watch */
+	sd_event_source *timer, *frame_timer;
+	/* session-poll.c's: the socket in the broker's epoll set (polled) with io_events; on the
+	 * come-back list (come_back), or, freed during a batch (dead), on the graveyard, both
+	 * through poll_node. */
+	bool polled, come_back, dead;
+	uint32_t io_events;
+	struct eb_list_node poll_node;
 	bool frame_started;   /* frame_timer runs for the partial frame at rbuf's head */
 	bool lingering;       /* CLOSING: our side is shut, what the peer still sends is dropped */
 	bool peer_done;       /* the peer ended its side with requests still to answer */
@@ -100,6 +105,10 @@ struct session {
  * it the peer is local (plain unix), identified by its ucred and counted apart. A peer over a
  * limit is refused here: a local one with an ERROR (busy), a network one by closing the
  * connection before the handshake. *ret is NULL then, and also when the session ended at once. */
+/* The broker's epoll set of the sessions' sockets and its come-back list (session-poll.c): made
+ * with the loop, freed after the last session. */
+int session_poll_new(struct broker *b);
+void session_poll_free(struct broker *b);
 /* peer (peer_len bytes) is the address accept4() gave, or NULL to ask the socket. */
 int session_new(struct broker *b, int fd, const struct sockaddr *peer, socklen_t peer_len, bool tls,
                 const char *listener, struct session **ret);
