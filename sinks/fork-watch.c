@@ -110,12 +110,20 @@ static void start_reseed_unit(void)
 		log_error_errno(r, "Failed to run systemctl start " RESEED_UNIT ": %m");
 		return;
 	}
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+	while ((r = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
 		;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		log_error("systemctl start " RESEED_UNIT " failed (status %d); this copy is not "
-		          "reseeded",
-		          status);
+	if (r < 0)
+		log_error_errno(errno,
+		                "Failed to wait for systemctl start " RESEED_UNIT ": %m; this copy "
+		                "may not be reseeded");
+	else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+		log_error("systemctl start " RESEED_UNIT " exited with status %d; this copy is not "
+		          "reseeded (systemctl status " RESEED_UNIT " says why)",
+		          WEXITSTATUS(status));
+	else if (!WIFEXITED(status))
+		log_error("systemctl start " RESEED_UNIT " was killed by signal %d; this copy is "
+		          "not reseeded",
+		          WTERMSIG(status));
 }
 
 /* Reads the RTC between two readings of CLOCK_BOOTTIME. A failure is said once, until a read

@@ -68,6 +68,30 @@ def watch_fork(b, j):
               f"each fork seen is a journal line with its MESSAGE_ID and EB_FORKS=: {entries}")
 
 
+def watch_fork_failing(b):
+    """A systemctl that fails: --watch-fork says so with systemctl's own exit status (not the
+    raw wait status, 256 times it), and goes on."""
+    bindir = os.path.join(b.tmp, "bin-failing")
+    os.mkdir(bindir)
+    with open(os.path.join(bindir, "systemctl"), "w") as f:
+        f.write("#!/bin/sh\nexit 3\n")
+    os.chmod(os.path.join(bindir, "systemctl"), 0o755)
+    fifo = os.path.join(b.tmp, "kmsg-failing")
+    os.mkfifo(fifo)
+    env = dict(os.environ, PATH=bindir + ":" + os.environ["PATH"])
+    env.pop("EB_LOG_TARGET", None)
+    p = subprocess.Popen([os.path.join(BUILD, "tests", "eb-sink-kernel-seam"), "--watch-fork",
+                          "--kmsg", fifo, "--rtc", "none"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    with open(fifo, "w") as k:
+        k.write("6,101,9000,-;random: crng reseeded due to virtual machine fork\n")
+    out, err = p.communicate(timeout=30)
+    err = err.decode()
+    check(p.returncode == 0 and "eb-seed-reseed.service exited with status 3;" in err,
+          f"a failing systemctl is reported with its exit status, 3 ({p.returncode}: "
+          f"{err.strip()[-300:]!r})")
+
+
 def inner():
     j = private_journal()
     b = Broker({"alice": {"role": "source", "max-credit-per-byte": 8},
@@ -138,6 +162,7 @@ def inner():
         else:
             check("Reseed FAILED at RNDRESEEDCRNG" in err, "stderr says which step failed")
         watch_fork(b, j)
+        watch_fork_failing(b)
     finally:
         b.cleanup()
 
