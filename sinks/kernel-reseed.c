@@ -58,8 +58,11 @@ static int rewrite_seed_file(const char *path)
 	      : st.st_size > EB_RESEED_SEED_MAX ? EB_RESEED_SEED_MAX
 	                                        : (size_t)st.st_size;
 	k = getrandom(buf, len, GRND_NONBLOCK);
-	if (k != (ssize_t)len)
-		return k < 0 ? negative_errno() : -EIO;
+	if (k != (ssize_t)len) {
+		r = k < 0 ? negative_errno() : -EIO;
+		explicit_bzero(buf, sizeof(buf)); /* a short read leaves part of a seed */
+		return r;
+	}
 	r = eb_replace_file(path, &(struct iovec){buf, len}, 1, mark_creditable);
 	explicit_bzero(buf, sizeof(buf));
 	return r < 0 ? r : 1;
