@@ -9,7 +9,6 @@ import re
 import socket
 import struct
 import subprocess
-import time
 
 from eblib import (MSG, ROLE_ADMIN, ROLE_SINK, ROLE_SOURCE, Broker, Failure, Raw, brokerctl, check,
                    draw, main, prog, reserve_port, run, tcp_listening, wait_for)

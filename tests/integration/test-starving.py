@@ -79,9 +79,9 @@ def test():
         wait_for(f"the FIFO {fifo}", lambda: os.path.exists(fifo), 20)
         reader = subprocess.Popen(["head", "-c", "32", fifo], stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE)
-        rows = wait_for("the sink is answered EMPTY",
-                        lambda: [s for s in ctl(b, "sinks") if s["user"] == "vm" and
-                                 s["empty_answers"] >= 1])
+        wait_for("the sink is answered EMPTY",
+                 lambda: [s for s in ctl(b, "sinks") if s["user"] == "vm" and
+                          s["empty_answers"] >= 1])
         # Between the EMPTY and its retry it holds no GET at the broker, but it starves.
         row = wait_for("a moment between its GETs",
                        lambda: [s for s in ctl(b, "sinks") if s["user"] == "vm" and
