@@ -349,6 +349,16 @@ bool eb_conn_wants_write(const struct eb_conn *c)
 	return c->ssl && c->want_write;
 }
 
+bool eb_conn_key_exchanged(const struct eb_conn *c)
+{
+	/* A TLS 1.3 server writes its whole flight, ServerHello to Finished, in the step that
+	 * takes the ClientHello; OpenSSL then waits for the client's Finished in the early data
+	 * state (none is accepted here: no tickets). */
+	OSSL_HANDSHAKE_STATE st = c->ssl ? SSL_get_state(c->ssl) : TLS_ST_OK;
+
+	return !c->ssl || c->handshake_done || st == TLS_ST_SW_FINISHED || st == TLS_ST_EARLY_DATA;
+}
+
 void eb_conn_shutdown(struct eb_conn *c)
 {
 	/* Once said, close_notify is not said again: a second SSL_shutdown() would wait for the

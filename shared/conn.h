@@ -63,6 +63,9 @@ bool eb_conn_pending(const struct eb_conn *c);
 void eb_conn_set_bulk(struct eb_conn *c);
 /* Whether the last call that returned -EAGAIN waits for the socket to become writable. */
 bool eb_conn_wants_write(const struct eb_conn *c);
+/* Whether a server's handshake is past its dear step, the key exchange: only the client's
+ * Finished (an HMAC) is left to read, or the handshake is done (true for plain streams). */
+bool eb_conn_key_exchanged(const struct eb_conn *c);
 /* Sends a TLS close_notify, best effort. */
 void eb_conn_shutdown(struct eb_conn *c);
 
