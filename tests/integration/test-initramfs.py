@@ -213,6 +213,23 @@ def test():
         check(not os.path.exists(os.path.join(root, "eb-seed")), "the copy of the key is gone")
         check(all(KEY not in l for l in lines), "the key is in no log line")
 
+        # Two type 11 entries both naming eb.key (a VMM given -smbios type=11 twice): the first
+        # wins, as systemd's own import takes the first of a credential and ignores the rest; the
+        # two values run together would be no key at all.
+        other = "".join(reversed(KEY))
+        rc, lines, took = run_script(root, {
+            "dmi/entries/11-0/raw": (smbios, 0o400),
+            "dmi/entries/11-1/raw": (bytes([11, 5, 0x2b, 0, 1]) + b"io.systemd.credential:eb.key=" +
+                                     other.encode() + b"\0\0", 0o400)})
+        text = "\n".join(lines)
+        check(re.search(r"key by SMBIOS", text) and
+              re.search(r"eb-sink-kernel: .*virtio:eb\.test\.port", text) and
+              not re.search(r"eb-sink-kernel: .*[Kk]ey", text),
+              f"of two SMBIOS entries naming eb.key the first is taken, and the seeder has a key it "
+              f"can load ({text[-400:]})")
+        check(all(KEY not in l and other not in l for l in lines), "neither key is in a log line")
+        os.remove(os.path.join(root, "fw", "dmi", "entries", "11-1", "raw"))
+
         # fw_cfg first: read in place.
         fwkey = "opt/io.systemd.credentials/eb.key/raw"
         rc, lines, took = run_script(root, {
