@@ -20,12 +20,15 @@
 
 /* The child's side: its stdin on /dev/null, stdout and stderr into out_fd and err_fd (-1:
  * /dev/null), no broker. Never returns. */
-static _Noreturn void child(char *const *argv, int out_fd, int err_fd)
+static _Noreturn void child(char *const *argv, int out_fd, int err_fd, pid_t parent)
 {
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 
-	/* A capture that outlives eb-assess would go on writing into the folder. */
+	/* A capture that outlives eb-assess would go on writing into the folder. A parent that
+	 * died before the prctl() sends no signal: then the parent is already another. */
 	(void)prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		_exit(127);
 	if (null < 0 || dup2(null, STDIN_FILENO) < 0 ||
 	    dup2(out_fd >= 0 ? out_fd : null, STDOUT_FILENO) < 0 ||
 	    dup2(err_fd >= 0 ? err_fd : null, STDERR_FILENO) < 0)
@@ -48,16 +51,17 @@ static int spawn(char *const *argv, bool out, const char *path, int *ret_status)
 {
 	_cleanup_close_ int fd = -EBADF;
 	int status;
-	pid_t pid;
+	pid_t pid, parent;
 
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
 		return -errno;
+	parent = getpid();
 	pid = fork();
 	if (pid < 0)
 		return -errno;
 	if (pid == 0)
-		child(argv, out ? fd : -1, out ? -1 : fd);
+		child(argv, out ? fd : -1, out ? -1 : fd, parent);
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)
 			return -errno;
