@@ -104,12 +104,12 @@ need_program() {
 
 # guest [-t SECONDS] COMMAND...: vm_exec that fails the scenario (with the command's output) on non-zero.
 guest() {
-	local out rc=0 t=()
+	local out rc=0 timeout=()
 	if [[ ${1:-} == -t ]]; then
-		t=(-t "$2")
+		timeout=(-t "$2")
 		shift 2
 	fi
-	out=$(vm_exec "${t[@]}" "$@") || rc=$?
+	out=$(vm_exec "${timeout[@]}" "$@") || rc=$?
 	printf '%s\n' "$out"
 	local what=$*
 	what=${what%%$'\n'*}
