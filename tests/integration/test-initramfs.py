@@ -191,8 +191,12 @@ def test():
         econf = open(os.path.join(root, "conf", "entropy-broker.conf")).read()
         check("EB_BROKER='virtio:eb.test.port'" in econf and "EB_TIMEOUT=1" in econf,
               f"conf/entropy-broker.conf carries the administrator's settings: {econf!r}")
-        p = subprocess.run(["chroot", root, binary, "--version"], capture_output=True, text=True,
-                           timeout=60)
+        # With /proc, in a mount namespace of its own: a sanitizer build reads its options from
+        # /proc/self/environ, and LeakSanitizer fails without /proc/PID/task.
+        p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                            'mkdir -p "$1/proc" && mount -t proc proc "$1/proc" && '
+                            'exec chroot "$1" "$2" --version', "sh", root, binary],
+                           capture_output=True, text=True, timeout=60)
         check(p.returncode == 0 and "eb-sink-kernel" in p.stdout,
               f"eb-sink-kernel runs in the image with only its libraries (exit {p.returncode}: "
               f"{(p.stdout + p.stderr).strip()[:300]})")
