@@ -225,6 +225,17 @@ class Broker:
             raise Failure(f"the broker's log has a sanitizer report: {report.group(0)}")
 
 
+def fake_program(bindir, name, body):
+    """An sh script NAME in BINDIR (made if need be) whose body is BODY, and a copy of the
+    environment whose PATH finds it before the real one: a stand-in for systemctl, say."""
+    os.makedirs(bindir, exist_ok=True)
+    path = os.path.join(bindir, name)
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + body)
+    os.chmod(path, 0o755)
+    return dict(os.environ, PATH=bindir + ":" + os.environ["PATH"])
+
+
 def wait_for(what, cond, timeout=30, interval=0.1, detail=None):
     """Polls cond() until it returns something true, and returns that; fails the test, naming
     what, after timeout seconds (and what detail() says then, such as a log's tail). For the

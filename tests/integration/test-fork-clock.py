@@ -17,7 +17,8 @@ import tempfile
 import threading
 import time
 
-from eblib import (BUILD, check, inner_run, main, private_journal, rerun_unshared, wait_for)
+from eblib import (BUILD, check, fake_program, inner_run, main, private_journal, rerun_unshared,
+                   wait_for)
 
 MSGID_CLOCK_JUMP = "efe5014b814841a2b427a9e0ecb8200a"
 MSGID_FORK_SEEN = "989e3ad85bae4fc0ad56c7a564611dfd"
@@ -36,13 +37,9 @@ class Watcher:
         self.set_rtc(RTC0)
         fifo = os.path.join(self.dir, "kmsg")
         os.mkfifo(fifo)
-        bindir = os.path.join(self.dir, "bin")
-        os.mkdir(bindir)
         self.calls_path = os.path.join(self.dir, "systemctl.calls")
-        with open(os.path.join(bindir, "systemctl"), "w") as f:
-            f.write(f"#!/bin/sh\necho \"$*\" >> {self.calls_path}\n")
-        os.chmod(os.path.join(bindir, "systemctl"), 0o755)
-        env = dict(os.environ, PATH=bindir + ":" + os.environ["PATH"])
+        env = fake_program(os.path.join(self.dir, "bin"), "systemctl",
+                           f"echo \"$*\" >> {self.calls_path}\n")
         if j:
             env["EB_LOG_TARGET"] = "journal"
         self.p = subprocess.Popen(

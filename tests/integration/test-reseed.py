@@ -14,8 +14,8 @@ import os
 import stat
 import subprocess
 
-from eblib import (BUILD, Broker, check, donate, inner_run, main, need, private_journal,
-                   rerun_unshared, run)
+from eblib import (BUILD, Broker, check, donate, fake_program, inner_run, main, need,
+                   private_journal, rerun_unshared, run)
 
 MSGID_RESEEDED = "c4245c3f44154925b549f0f1a3f7d016"
 MSGID_RESEED_FAILED = "b06025e086b44e89a07c0a6fa3053877"
@@ -40,13 +40,8 @@ def watch_fork(b, j):
     in PATH: each fork record, and only those, starts eb-seed-reseed.service."""
     fifo = os.path.join(b.tmp, "kmsg")
     os.mkfifo(fifo)
-    bindir = os.path.join(b.tmp, "bin")
-    os.mkdir(bindir)
     calls = os.path.join(b.tmp, "systemctl.calls")
-    with open(os.path.join(bindir, "systemctl"), "w") as f:
-        f.write(f"#!/bin/sh\necho \"$*\" >> {calls}\n")
-    os.chmod(os.path.join(bindir, "systemctl"), 0o755)
-    env = dict(os.environ, PATH=bindir + ":" + os.environ["PATH"])
+    env = fake_program(os.path.join(b.tmp, "bin"), "systemctl", f"echo \"$*\" >> {calls}\n")
     if j:
         env["EB_LOG_TARGET"] = "journal"
     p = subprocess.Popen([os.path.join(BUILD, "tests", "eb-sink-kernel-seam"), "--watch-fork",
@@ -71,14 +66,9 @@ def watch_fork(b, j):
 def watch_fork_failing(b):
     """A systemctl that fails: --watch-fork says so with systemctl's own exit status (not the
     raw wait status, 256 times it), and goes on."""
-    bindir = os.path.join(b.tmp, "bin-failing")
-    os.mkdir(bindir)
-    with open(os.path.join(bindir, "systemctl"), "w") as f:
-        f.write("#!/bin/sh\nexit 3\n")
-    os.chmod(os.path.join(bindir, "systemctl"), 0o755)
+    env = fake_program(os.path.join(b.tmp, "bin-failing"), "systemctl", "exit 3\n")
     fifo = os.path.join(b.tmp, "kmsg-failing")
     os.mkfifo(fifo)
-    env = dict(os.environ, PATH=bindir + ":" + os.environ["PATH"])
     env.pop("EB_LOG_TARGET", None)
     p = subprocess.Popen([os.path.join(BUILD, "tests", "eb-sink-kernel-seam"), "--watch-fork",
                           "--kmsg", fifo, "--rtc", "none"], env=env, stdout=subprocess.PIPE,
