@@ -275,9 +275,8 @@ int assess_esv_write_json(const struct assess_esv *e, int dir_fd)
 
 	text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
 	                                             JSON_C_TO_STRING_NOSLASHESCAPE);
-	fd = openat(dir_fd, ASSESS_ESV_JSON, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-	            0644);
-	r = fd < 0 ? -errno : eb_write_all(fd, text, strlen(text));
+	fd = assess_esv_create(dir_fd, ASSESS_ESV_JSON);
+	r = fd < 0 ? fd : eb_write_all(fd, text, strlen(text));
 	if (r >= 0)
 		r = eb_write_all(fd, "\n", 1);
 	if (r >= 0 && fsync(fd) < 0)

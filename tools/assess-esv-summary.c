@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* eb-assess esv's summary.md: every figure of results.json, for a reader. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -136,24 +135,17 @@ static void criteria(FILE *f, const struct assess_esv *e)
 int assess_esv_write_summary(const struct assess_esv *e, int dir_fd)
 {
 	_cleanup_fclose_ FILE *f = NULL;
-	int fd, r;
+	int r;
 
-	fd = openat(dir_fd, ASSESS_ESV_SUMMARY,
-	            O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (fd < 0)
-		return -errno;
-	f = fdopen(fd, "w");
-	if (!f) {
-		r = -errno;
-		safe_close(fd);
+	r = assess_esv_fcreate(dir_fd, ASSESS_ESV_SUMMARY, &f);
+	if (r < 0)
 		return r;
-	}
 	header(f, e);
 	registration(f, e);
 	sequential(f, e);
 	restart(f, e);
 	criteria(f, e);
-	if (fflush(f) != 0 || ferror(f) || fsync(fd) < 0)
+	if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) < 0)
 		return -EIO;
 	return 0;
 }

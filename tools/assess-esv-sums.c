@@ -50,18 +50,11 @@ static int digest(int dir_fd, const char *name, unsigned char md[EVP_MAX_MD_SIZE
 int assess_esv_write_sums(int dir_fd, const char *const *files, size_t n)
 {
 	_cleanup_fclose_ FILE *f = NULL;
-	int fd, r;
+	int r;
 
-	fd = openat(dir_fd, ASSESS_ESV_SUMS, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-	            0644);
-	if (fd < 0)
-		return -errno;
-	f = fdopen(fd, "w");
-	if (!f) {
-		r = -errno;
-		safe_close(fd);
+	r = assess_esv_fcreate(dir_fd, ASSESS_ESV_SUMS, &f);
+	if (r < 0)
 		return r;
-	}
 	for (size_t i = 0; i < n; i++) {
 		unsigned char md[EVP_MAX_MD_SIZE];
 		unsigned len;
@@ -74,7 +67,7 @@ int assess_esv_write_sums(int dir_fd, const char *const *files, size_t n)
 		/* Two spaces: the file is read as text, as sha256sum writes it by default. */
 		fprintf(f, "  %s\n", files[i]);
 	}
-	if (fflush(f) != 0 || ferror(f) || fsync(fd) < 0)
+	if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) < 0)
 		return -EIO;
 	return 0;
 }

@@ -139,15 +139,37 @@ static void utc_now(char *buf, size_t size)
 		snprintf(buf, size, "unknown");
 }
 
+int assess_esv_create(int dir_fd, const char *name)
+{
+	int fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int assess_esv_fcreate(int dir_fd, const char *name, FILE **ret)
+{
+	int fd = assess_esv_create(dir_fd, name), r;
+
+	if (fd < 0)
+		return fd;
+	*ret = fdopen(fd, "w");
+	if (!*ret) {
+		r = -errno;
+		safe_close(fd);
+		return r;
+	}
+	return 0;
+}
+
 /* Writes the n bytes of buf to name in dir_fd, mode 0644, a new file. */
 static int write_file(int dir_fd, const char *name, const void *buf, size_t n)
 {
 	_cleanup_close_ int fd = -EBADF;
 	int r;
 
-	fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	fd = assess_esv_create(dir_fd, name);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	r = eb_write_all(fd, buf, n);
 	if (r < 0)
 		return r;

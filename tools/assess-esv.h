@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "assess-capture.h"
 #include "assess-noniid.h"
@@ -72,6 +73,11 @@ struct assess_esv_component {
 	bool vetted;
 };
 size_t assess_esv_components(const struct assess_esv *e, struct assess_esv_component ret[4]);
+
+/* A new file name in the folder dir_fd (never one already there), mode 0644: its descriptor or
+ * -errno; the same as a stream in *ret, 0 or -errno. */
+int assess_esv_create(int dir_fd, const char *name);
+int assess_esv_fcreate(int dir_fd, const char *name, FILE **ret);
 
 /* results.json and summary.md into the folder dir_fd; -errno. */
 int assess_esv_write_json(const struct assess_esv *e, int dir_fd);
